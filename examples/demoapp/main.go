@@ -1,0 +1,142 @@
+// Command demoapp is a small stand-in for an app of the service, the kind
+// servicegate fronts: it could as well be written in Node, Python or PHP. It
+// knows nothing of tokens, subscriptions, signatures or limits; it trusts the
+// headers and bodies servicegate lets through.
+//
+//	GET  /api/whoami          the trusted identity headers servicegate set
+//	POST /webhooks            an event delivery (already verified)
+//	POST /file-format/parse   a parse-file job: one string per line of the file
+//	POST /file-format/slow    a job that takes longer than the module time limit
+//	POST /file-format/huge    a job whose answer is larger than the 5 MB limit
+//	POST /pre-export/         a file-pre-export job: strings returned unchanged
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"strings"
+	"time"
+)
+
+func main() {
+	addr := flag.String("listen", "127.0.0.1:3000", "address to listen on")
+	flag.Parse()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/whoami", whoami)
+	mux.HandleFunc("POST /webhooks", webhook)
+	mux.HandleFunc("POST /file-format/parse", parseFile)
+	mux.HandleFunc("POST /file-format/slow", slowJob)
+	mux.HandleFunc("POST /file-format/huge", hugeJob)
+	mux.HandleFunc("POST /pre-export/", preExport)
+
+	log.Printf("demo app listening on http://%s", *addr)
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// whoami answers with the identity servicegate vouched for.
+func whoami(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{
+		"message":      "Hello from the demo app",
+		"user":         r.Header.Get("X-Service-User-Id"),
+		"organization": r.Header.Get("X-Service-Domain"),
+	})
+}
+
+// webhook acknowledges a delivery and logs its event names.
+func webhook(w http.ResponseWriter, r *http.Request) {
+	var delivery struct {
+		Events []struct {
+			Event string `json:"event"`
+		} `json:"events"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&delivery); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"message": "not a delivery"}})
+		return
+	}
+	names := make([]string, 0, len(delivery.Events))
+	for _, e := range delivery.Events {
+		names = append(names, e.Event)
+	}
+	log.Printf("webhook from %s: %s", r.Header.Get("X-Service-Domain"), strings.Join(names, ", "))
+	writeJSON(w, http.StatusOK, map[string]int{"received": len(delivery.Events)})
+}
+
+type fileJob struct {
+	JobType string `json:"jobType"`
+	File    struct {
+		Name    string `json:"name"`
+		Content string `json:"content"`
+	} `json:"file"`
+	Strings []json.RawMessage `json:"strings"`
+}
+
+// parseFile turns each non-empty line of the file into a string record.
+func parseFile(w http.ResponseWriter, r *http.Request) {
+	var job fileJob
+	if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"message": "The request is not a file job."}})
+		return
+	}
+	content, err := base64.StdEncoding.DecodeString(job.File.Content)
+	if err != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"error": map[string]string{"message": "The file content is not base64."}})
+		return
+	}
+	type record struct {
+		Identifier string `json:"identifier"`
+		Text       string `json:"text"`
+	}
+	var records []record
+	for i, line := range strings.Split(string(content), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			records = append(records, record{Identifier: fmt.Sprintf("line-%d", i+1), Text: line})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"strings": records}})
+}
+
+// slowJob takes three minutes, longer than the service waits, unless the
+// caller gives up first.
+func slowJob(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-time.After(3 * time.Minute):
+		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"strings": []any{}}})
+	case <-r.Context().Done():
+		log.Printf("slow job abandoned by the gateway: %v", r.Context().Err())
+	}
+}
+
+// hugeJob answers with more than 5 MB.
+func hugeJob(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"data":{"content":"`)
+	chunk := strings.Repeat("A", 64*1024)
+	for i := 0; i < 96; i++ { // 6 MiB of base64
+		_, _ = io.WriteString(w, chunk)
+	}
+	_, _ = io.WriteString(w, `"}}`)
+}
+
+// preExport returns the strings it was given, unchanged.
+func preExport(w http.ResponseWriter, r *http.Request) {
+	var job fileJob
+	if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"message": "The request is not a file job."}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"strings": job.Strings}})
+}

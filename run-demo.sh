@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds Caddy with servicegate and the demo app, starts the demo app, and
+# runs Caddy with Caddyfile.example in the foreground. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")"
+mkdir -p bin
+echo "building bin/caddy and bin/demoapp (the first build takes a few minutes)..."
+go build -o bin/caddy ./cmd/caddy
+go build -o bin/demoapp ./examples/demoapp
+bin/demoapp -listen 127.0.0.1:3000 &
+app=$!
+trap 'kill $app 2>/dev/null || true' EXIT INT TERM
+bin/caddy run --config Caddyfile.example --adapter caddyfile
