@@ -84,21 +84,26 @@ type tokenOrganization struct {
 // stay inside, since they are shown to whoever sent the token.
 var errInvalidToken = errors.New("the access token is invalid or has expired")
 
-// verifyToken checks an access token the emulator issued: HS256 with the
-// client secret, its issuer and audience, exp required, iat not in the
-// future.
-func (s *Server) verifyToken(raw string) (tokenOrganization, error) {
-	parser := jwt.NewParser(
+// newParser returns the parser of the emulator's own access tokens: HS256
+// with the client secret, its issuer and audience, exp required, iat not in
+// the future. The options set its validator, so the parser is never changed
+// by parsing and may be shared.
+func newParser(cfg Config) *jwt.Parser {
+	return jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithIssuer(s.cfg.Issuer),
-		jwt.WithAudience(s.cfg.ClientID),
+		jwt.WithIssuer(cfg.Issuer),
+		jwt.WithAudience(cfg.ClientID),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
-		jwt.WithTimeFunc(s.cfg.Now),
+		jwt.WithTimeFunc(cfg.Now),
 		jwt.WithJSONNumber(),
 	)
+}
+
+// verifyToken checks an access token the emulator issued.
+func (s *Server) verifyToken(raw string) (tokenOrganization, error) {
 	claims := jwt.MapClaims{}
-	if _, err := parser.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) {
+	if _, err := s.parser.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) {
 		return []byte(s.cfg.ClientSecret), nil
 	}); err != nil {
 		return tokenOrganization{}, errInvalidToken

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // Defaults applied by New to the zero fields of a Config.
@@ -84,6 +86,7 @@ type Server struct {
 	redirects map[string]bool
 	byDomain  map[string]*Organization
 	byID      map[int64]*Organization
+	parser    *jwt.Parser
 
 	outage atomic.Bool
 	delay  atomic.Int64 // time.Duration
@@ -164,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 		s.byID[org.ID] = org
 	}
 	s.cfg = cfg
+	s.parser = newParser(cfg)
 	return s, nil
 }
 
