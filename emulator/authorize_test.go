@@ -163,3 +163,43 @@ func TestAuthorizeRefusesOtherMethods(t *testing.T) {
 		t.Fatalf("status %d, Allow %q", rec.Code, rec.Header().Get("Allow"))
 	}
 }
+
+func FuzzAuthorize(f *testing.F) {
+	f.Add("client_id=demo-client&redirect_uri=http%3A%2F%2Flocalhost%3A8080%2Fcallback&response_type=code&scope=project&decision=approve&state=x")
+	f.Add("client_id=demo-client&redirect_uri=http%3A%2F%2Fevil.example%2F&response_type=token")
+	f.Add("client_id=demo-client&redirect_uri=http%3A%2F%2Flocalhost%3A8080%2Fcallback&response_type=code&scope=a&organization=%3Cx%3E&user=-1")
+	f.Add("%zz&;;=&client_id")
+	s, _ := newTestServer(f)
+	f.Fuzz(func(t *testing.T, query string) {
+		r := httptest.NewRequest(http.MethodGet, "/oauth/authorize", nil)
+		r.URL.RawQuery = query
+		rec := do(s, r)
+		switch rec.Code {
+		case http.StatusOK, http.StatusBadRequest:
+			if rec.Header().Get("Location") != "" {
+				t.Fatalf("%d with a Location", rec.Code)
+			}
+		case http.StatusFound:
+			loc := rec.Header().Get("Location")
+			if !strings.HasPrefix(loc, testRedirect+"?") && !strings.HasPrefix(loc, "http://localhost:8080/other?") {
+				t.Fatalf("redirected to %q", loc)
+			}
+		default:
+			t.Fatalf("status %d for %q", rec.Code, query)
+		}
+	})
+}
+
+func FuzzSubscriptionAuthorization(f *testing.F) {
+	f.Add("Bearer x.y.z")
+	f.Add("bearer eyJhbGciOiJub25lIn0.eyJleHAiOjF9.")
+	f.Add("Basic Zm9v")
+	f.Add("Bearer ")
+	s, _ := newTestServer(f)
+	f.Fuzz(func(t *testing.T, header string) {
+		rec := do(s, subscriptionRequest("demo-app", header))
+		if rec.Code != http.StatusUnauthorized {
+			t.Fatalf("status %d for %q", rec.Code, header)
+		}
+	})
+}
