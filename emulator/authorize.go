@@ -171,7 +171,7 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 <body>
 <h1>Authorize {{.ClientID}}</h1>
 <p>The app <strong>{{.ClientID}}</strong> asks for access ({{.Scope}}) on your behalf.</p>
-<form method="post" action="/oauth/authorize">
+<form method="post" action="authorize">
 <input type="hidden" name="client_id" value="{{.ClientID}}">
 <input type="hidden" name="redirect_uri" value="{{.RedirectURI}}">
 <input type="hidden" name="response_type" value="code">

@@ -144,7 +144,7 @@ func TestAuthorizeConsentPageListsOrganizations(t *testing.T) {
 	rec := do(s, httptest.NewRequest(http.MethodGet, authorizeURL(map[string]string{"client_id": testClientID,
 		"redirect_uri": testRedirect, "response_type": "code", "scope": "project", "organization": "unpaid.example"}), nil))
 	body := rec.Body.String()
-	for _, want := range []string{`<form method="post" action="/oauth/authorize">`,
+	for _, want := range []string{`<form method="post" action="authorize">`,
 		`<option value="acme.example">`, `<option value="unpaid.example" selected>`, `<option value="missing.example">`,
 		`name="user" min="1" value="7"`} {
 		if !strings.Contains(body, want) {
