@@ -1,6 +1,9 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -60,7 +63,19 @@ type ServiceEmulator struct {
 	Organizations []EmulatedOrganization `json:"organizations,omitempty"`
 
 	server *emulator.Server
+	key    string
 }
+
+// emulators keeps each emulator across config reloads while its own
+// configuration stays the same, so that a reload for another reason does
+// not drop the codes and refresh tokens it has issued.
+var emulators = caddy.NewUsagePool()
+
+// pooledEmulator is an emulator in the pool.
+type pooledEmulator struct{ *emulator.Server }
+
+// Destruct lets the pool drop the emulator; it holds nothing to release.
+func (pooledEmulator) Destruct() error { return nil }
 
 // EmulatedOrganization is one organization of the emulated service. Its
 // subscription is active until ActiveUntil when that is set, unpaid with
@@ -119,13 +134,37 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 		}
 		cfg.Organizations = append(cfg.Organizations, o)
 	}
-	if m.server, err = emulator.New(cfg); err != nil {
+	// The key is a digest of the resolved configuration, so a changed
+	// secret makes a new emulator too.
+	keyJSON, err := json.Marshal(struct {
+		Module           *ServiceEmulator
+		ClientID, Secret string
+	}{m, cfg.ClientID, cfg.ClientSecret})
+	if err != nil {
 		return fmt.Errorf("service_emulator: %w", err)
 	}
+	sum := sha256.Sum256(keyJSON)
+	key := hex.EncodeToString(sum[:])
+	pooled, _, err := emulators.LoadOrNew(key, func() (caddy.Destructor, error) {
+		srv, err := emulator.New(cfg)
+		return pooledEmulator{srv}, err
+	})
+	if err != nil {
+		return fmt.Errorf("service_emulator: %w", err)
+	}
+	m.server, m.key = pooled.(pooledEmulator).Server, key
 	ctx.Logger().Warn("service_emulator is a development stand-in for the service: never use it in production",
 		zap.String("client_id", cfg.ClientID),
 		zap.Strings("redirect_uris", cfg.RedirectURIs),
 		zap.Int("organizations", len(cfg.Organizations)))
+	return nil
+}
+
+// Cleanup releases this config's use of the pooled emulator.
+func (m *ServiceEmulator) Cleanup() error {
+	if m.key != "" {
+		_, _ = emulators.Delete(m.key)
+	}
 	return nil
 }
 
@@ -150,6 +189,7 @@ func (m *ServiceEmulator) ServeHTTP(w http.ResponseWriter, r *http.Request, next
 
 var (
 	_ caddy.Provisioner           = (*ServiceEmulator)(nil)
+	_ caddy.CleanerUpper          = (*ServiceEmulator)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceEmulator)(nil)
 	_ caddyfile.Unmarshaler       = (*ServiceEmulator)(nil)
 )

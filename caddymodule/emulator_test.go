@@ -247,3 +247,51 @@ func e2eSubscription(t *testing.T, token string) (int, string) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(body))
 }
+
+func TestServiceEmulatorKeptAcrossReloads(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	defer cancel()
+	config := func(secret string) *ServiceEmulator {
+		return &ServiceEmulator{ClientID: "reload-client", ClientSecret: secret, RedirectURIs: []string{"http://localhost/cb"}}
+	}
+	first, second, changed := config("s1"), config("s1"), config("s2")
+	for _, m := range []*ServiceEmulator{first, second, changed} {
+		if err := m.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if first.server != second.server {
+		t.Error("an unchanged config got a new emulator")
+	}
+	if first.server == changed.server {
+		t.Error("a changed secret kept the old emulator")
+	}
+	for _, m := range []*ServiceEmulator{first, second, changed} {
+		if err := m.Cleanup(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := config("s1")
+	if err := again.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer again.Cleanup()
+	if again.server == first.server {
+		t.Error("the emulator outlived every config that used it")
+	}
+}
+
+func TestE2EServiceEmulatorSurvivesReload(t *testing.T) {
+	startCaddy(t, emulatorSite)
+	tokens := e2eToken(t, map[string]string{"grant_type": "authorization_code", "client_id": "demo-client",
+		"client_secret": "demo-client-secret", "redirect_uri": "http://localhost:8080/callback",
+		"code": e2eAuthorize(t, "acme.example")})
+
+	// Another part of the site changes; the emulator's config does not.
+	startCaddy(t, strings.Replace(emulatorSite, `respond "the app"`, `respond "the app, reloaded"`, 1))
+	refreshed := e2eToken(t, map[string]string{"grant_type": "refresh_token", "client_id": "demo-client",
+		"client_secret": "demo-client-secret", "refresh_token": tokens["refresh_token"]})
+	if status, body := e2eSubscription(t, refreshed["access_token"]); status != http.StatusOK {
+		t.Fatalf("after reload: %d %s", status, body)
+	}
+}
