@@ -1,25 +1,102 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/emulator"
 )
 
-func init() {
-	caddy.RegisterModule(ServiceEmulator{})
-	httpcaddyfile.RegisterHandlerDirective("service_emulator", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-		m := new(ServiceEmulator)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
-	})
+// ServiceEmulator serves a small, honest emulator of the service on the
+// paths the service uses: GET/POST /oauth/authorize, POST /oauth/token and
+// GET /api/v2/applications/{id}/subscription. Every other request goes on
+// to the next handler, so one site can hold the emulator and an app.
+//
+// It is a development tool for demos, tests and app development on one
+// machine: its codes and tokens live in memory and it approves whatever
+// it is asked to. Never use it in production.
+type ServiceEmulator struct {
+	// ClientID is the OAuth client_id of the one app the emulator knows,
+	// and the aud claim of the tokens it issues. Required.
+	ClientID string `json:"client_id,omitempty"`
+
+	// ClientSecret is the app's OAuth client_secret. It also signs the
+	// access tokens (HS256), so service_auth verifies them with
+	// hs256_secret set to the same value. {env.*} and {file.*}
+	// placeholders are resolved at load. Required.
+	ClientSecret string `json:"client_secret,omitempty"`
+
+	// RedirectURIs are the app's registered redirect URLs; an
+	// authorization request must name one of them exactly. At least one
+	// is required.
+	RedirectURIs []string `json:"redirect_uris,omitempty"`
+
+	// AppIdentifier is the app identifier the subscription query knows;
+	// other identifiers are answered 400 "Application not found".
+	// Default "demo-app".
+	AppIdentifier string `json:"app_identifier,omitempty"`
+
+	// Issuer is the iss claim of issued tokens. Default "service-emulator".
+	Issuer string `json:"issuer,omitempty"`
+
+	// TokenLifetime is the lifetime of access tokens (expires_in).
+	// Default 2h.
+	TokenLifetime caddy.Duration `json:"token_lifetime,omitempty"`
+
+	// CodeLifetime is how long an authorization code can be exchanged.
+	// Default 60s.
+	CodeLifetime caddy.Duration `json:"code_lifetime,omitempty"`
+
+	// Organizations are the organizations a user may act for on the
+	// consent page, the first being the default, with the state of each
+	// one's subscription.
+	Organizations []EmulatedOrganization `json:"organizations,omitempty"`
+
+	server *emulator.Server
+	key    string
 }
 
-// ServiceEmulator is the service_emulator handler. Not implemented yet.
-type ServiceEmulator struct{}
+// emulators keeps each emulator across config reloads while its own
+// configuration stays the same, so that a reload for another reason does
+// not drop the codes and refresh tokens it has issued.
+var emulators = caddy.NewUsagePool()
+
+// pooledEmulator is an emulator in the pool.
+type pooledEmulator struct{ *emulator.Server }
+
+// Destruct lets the pool drop the emulator; it holds nothing to release.
+func (pooledEmulator) Destruct() error { return nil }
+
+// EmulatedOrganization is one organization of the emulated service. Its
+// subscription is active until ActiveUntil when that is set, unpaid with
+// SubscribeLink when that is set, and missing (404) when neither is.
+type EmulatedOrganization struct {
+	// Domain is the organization's domain, the domain claim of its tokens.
+	Domain string `json:"domain"`
+
+	// ID is the organization's integer id, context.organization_id of its
+	// tokens.
+	ID int64 `json:"id"`
+
+	// ActiveUntil is the end of an active subscription, as
+	// "YYYY-MM-DD HH:MM:SS" (UTC), "YYYY-MM-DD" or RFC 3339. The query
+	// answers 200 {"expires": …} with it.
+	ActiveUntil string `json:"active_until,omitempty"`
+
+	// SubscribeLink is the checkout page of an unpaid subscription. The
+	// query answers 402 {"subscribe_link": …} with it.
+	SubscribeLink string `json:"subscribe_link,omitempty"`
+}
 
 // CaddyModule returns the Caddy module information.
 func (ServiceEmulator) CaddyModule() caddy.ModuleInfo {
@@ -29,27 +106,90 @@ func (ServiceEmulator) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision refuses to load: the handler is not implemented yet.
-func (*ServiceEmulator) Provision(caddy.Context) error {
-	return errors.New("service_emulator: not implemented yet")
-}
-
-// ServeHTTP passes the request on.
-func (*ServiceEmulator) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return next.ServeHTTP(w, r)
-}
-
-// UnmarshalCaddyfile accepts the directive and skips its block.
-func (*ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	for d.Next() {
-		for d.NextBlock(0) {
+// Provision resolves placeholders and builds the emulator.
+func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
+	repl := caddy.NewReplacer()
+	// ReplaceKnown, not ReplaceOrErr: an error naming an unknown
+	// placeholder would quote part of a literal secret.
+	secret := repl.ReplaceKnown(m.ClientSecret, "")
+	if secret == "" {
+		return errors.New("service_emulator: client_secret is empty (is its environment variable or file set?)")
+	}
+	cfg := emulator.Config{
+		ClientID:      repl.ReplaceKnown(m.ClientID, ""),
+		ClientSecret:  secret,
+		RedirectURIs:  m.RedirectURIs,
+		AppIdentifier: m.AppIdentifier,
+		Issuer:        m.Issuer,
+		TokenLifetime: time.Duration(m.TokenLifetime),
+		CodeLifetime:  time.Duration(m.CodeLifetime),
+	}
+	var err error
+	for _, org := range m.Organizations {
+		o := emulator.Organization{Domain: org.Domain, ID: org.ID, SubscribeLink: org.SubscribeLink}
+		if org.ActiveUntil != "" {
+			if o.ActiveUntil, err = parseActiveUntil(org.ActiveUntil); err != nil {
+				return fmt.Errorf("service_emulator: organization %s: %w", org.Domain, err)
+			}
 		}
+		cfg.Organizations = append(cfg.Organizations, o)
+	}
+	// The key is a digest of the resolved configuration, so a changed
+	// secret makes a new emulator too.
+	keyJSON, err := json.Marshal(struct {
+		Module           *ServiceEmulator
+		ClientID, Secret string
+	}{m, cfg.ClientID, cfg.ClientSecret})
+	if err != nil {
+		return fmt.Errorf("service_emulator: %w", err)
+	}
+	sum := sha256.Sum256(keyJSON)
+	key := hex.EncodeToString(sum[:])
+	pooled, _, err := emulators.LoadOrNew(key, func() (caddy.Destructor, error) {
+		srv, err := emulator.New(cfg)
+		return pooledEmulator{srv}, err
+	})
+	if err != nil {
+		return fmt.Errorf("service_emulator: %w", err)
+	}
+	m.server, m.key = pooled.(pooledEmulator).Server, key
+	ctx.Logger().Warn("service_emulator is a development stand-in for the service: never use it in production",
+		zap.String("client_id", cfg.ClientID),
+		zap.Strings("redirect_uris", cfg.RedirectURIs),
+		zap.Int("organizations", len(cfg.Organizations)))
+	return nil
+}
+
+// Cleanup releases this config's use of the pooled emulator.
+func (m *ServiceEmulator) Cleanup() error {
+	if m.key != "" {
+		_, _ = emulators.Delete(m.key)
 	}
 	return nil
 }
 
+// parseActiveUntil reads an active_until date: the service's own
+// "YYYY-MM-DD HH:MM:SS" (UTC), a bare date, or RFC 3339.
+func parseActiveUntil(s string) (time.Time, error) {
+	for _, layout := range []string{emulator.ExpiresLayout, "2006-01-02", time.RFC3339} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("active_until %q is not a date like \"2030-01-01 00:00:00\"", s)
+}
+
+// ServeHTTP answers the emulator's paths and passes every other request on.
+func (m *ServiceEmulator) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if m.server.Handle(w, r) {
+		return nil
+	}
+	return next.ServeHTTP(w, r)
+}
+
 var (
 	_ caddy.Provisioner           = (*ServiceEmulator)(nil)
+	_ caddy.CleanerUpper          = (*ServiceEmulator)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceEmulator)(nil)
 	_ caddyfile.Unmarshaler       = (*ServiceEmulator)(nil)
 )

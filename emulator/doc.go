@@ -1,5 +1,23 @@
 // Package emulator is a small, honest stand-in for the service: its OAuth 2.0
 // authorization server, its subscription query and its webhook sender, for
 // demos, tests and app development. It is a development tool and never a
-// production default. It has no Caddy import.
+// production default: it keeps codes and tokens in memory, approves whatever
+// a request asks it to approve, and knows one app. It has no Caddy import.
+//
+// A Server answers
+//
+//	GET  /oauth/authorize   consent page; decision=approve|decline answers at once
+//	POST /oauth/authorize   the consent page's form
+//	POST /oauth/token       authorization_code and refresh_token grants (JSON body)
+//	GET  /api/v2/applications/{id}/subscription
+//
+// Access tokens are HS256 JWTs signed with the client secret (see
+// MintToken), so a gateway that verifies with the same secret accepts them.
+// Codes are single-use and short-lived; refresh tokens rotate. The
+// subscription query answers per organization as configured, counts the
+// queries it receives (Queries), and can be made to fail or to wait
+// (SetOutage, SetDelay) for outage tests.
+//
+// SignDelivery and SendDelivery send webhook event deliveries the way the
+// service does.
 package emulator

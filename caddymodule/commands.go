@@ -1,0 +1,254 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/servicegate/servicegate/emulator"
+)
+
+// Defaults of the subcommands, matching the demo configuration.
+const (
+	demoClientSecret = "demo-client-secret"
+	demoAppSecret    = "demo-app-secret"
+	demoDomain       = "acme.example"
+	demoClientID     = "demo-client"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "service-token",
+		Usage: "[--secret <secret> | --secret-env <name>] [--domain <domain>] [--organization-id <n>] [--user <id>] [--audience <client_id>] [--issuer <iss>] [--lifetime <duration>]",
+		Short: "Prints an access token that service_emulator and service_auth accept",
+		Long: `
+Mints an HS256 access token shaped like the service's, signed with the app's
+client secret, and prints it (and nothing else) on stdout. service_auth with
+hs256_secret set to the same secret accepts it, and so does service_emulator.
+
+The defaults match the demo: secret demo-client-secret, organization
+acme.example with id 1, user 7, audience demo-client, issuer service-emulator,
+lifetime 2h. An empty --domain leaves the domain claim out. Prefer
+--secret-env over --secret for real secrets: command lines are visible to
+other users of the machine.
+
+This is a development tool.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Flags().AddFlagSet(serviceTokenFlags())
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+				return runServiceToken(fl, os.Stdout)
+			})
+		},
+	})
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "service-webhook",
+		Usage: "--url <url> [--secret <secret> | --secret-env <name>] [--domain <domain>] [--organization-id <n>] [--module-key <key>] [--event <name>] [--project <id>] [--target-language <id>] [--body <file.json>] [--tamper] [--timeout <duration>]",
+		Short: "Sends a signed webhook event delivery to a URL",
+		Long: `
+Sends one bulk event delivery the way the service does: POST <url> with
+{"events":[{"event":…,"project":{"id":…},"targetLanguage":{"id":…}}]} (or the
+bytes of --body), signed in X-Service-Signature with HMAC-SHA256 of the body
+under the app secret (lowercase hex), and the headers User-Agent,
+X-Service-Id, X-Service-Domain and X-Module-Key.
+
+--tamper changes one byte of the body after signing, to see the app refuse it.
+
+Prints the answer's status line and body. The exit code is non-zero when the
+answer is not 2xx.
+
+Defaults: secret demo-app-secret, domain acme.example, organization id 1,
+module key events-hook, event project.translated, project 1, target language
+uk, timeout 30s. This is a development tool.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Flags().AddFlagSet(serviceWebhookFlags())
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
+				return runServiceWebhook(fl, os.Stdout)
+			})
+		},
+	})
+}
+
+func serviceTokenFlags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("service-token", pflag.ContinueOnError)
+	fs.String("secret", demoClientSecret, "The client secret that signs the token")
+	fs.String("secret-env", "", "Read the client secret from this environment variable")
+	fs.String("domain", demoDomain, "The organization's domain (domain claim); empty leaves it out")
+	fs.Int64("organization-id", 1, "The organization's id (context.organization_id)")
+	fs.Int64("user", emulator.DefaultUserID, "The user's id (sub and context.user_id)")
+	fs.String("audience", demoClientID, "The aud claim: the app's client_id")
+	fs.String("issuer", emulator.DefaultIssuer, "The iss claim")
+	fs.String("lifetime", "2h", "How long the token is valid")
+	return fs
+}
+
+func serviceWebhookFlags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("service-webhook", pflag.ContinueOnError)
+	fs.String("url", "", "The app's webhook URL (required)")
+	fs.String("secret", demoAppSecret, "The app secret that signs the delivery")
+	fs.String("secret-env", "", "Read the app secret from this environment variable")
+	fs.String("domain", demoDomain, "X-Service-Domain: the organization's domain")
+	fs.String("organization-id", "1", "X-Service-Id: the organization's id")
+	fs.String("module-key", "events-hook", "X-Module-Key: the key of the webhook module")
+	fs.String("event", "project.translated", "The event name")
+	fs.String("project", "1", "The project id of the event")
+	fs.String("target-language", "uk", "The target language id of the event")
+	fs.String("body", "", "Send the bytes of this file as the body instead")
+	fs.Bool("tamper", false, "Change one byte of the body after signing")
+	fs.String("timeout", "30s", "How long to wait for the answer")
+	return fs
+}
+
+// commandSecret is --secret, or the variable named by --secret-env.
+func commandSecret(fl caddycmd.Flags) (string, error) {
+	name := fl.String("secret-env")
+	if name == "" {
+		if fl.String("secret") == "" {
+			return "", errors.New("the secret is empty")
+		}
+		return fl.String("secret"), nil
+	}
+	if fl.Changed("secret") {
+		return "", errors.New("give --secret or --secret-env, not both")
+	}
+	secret := os.Getenv(name)
+	if secret == "" {
+		return "", fmt.Errorf("the environment variable %s is empty or not set", name)
+	}
+	return secret, nil
+}
+
+func runServiceToken(fl caddycmd.Flags, stdout io.Writer) (int, error) {
+	secret, err := commandSecret(fl)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	lifetime, err := caddy.ParseDuration(fl.String("lifetime"))
+	if err != nil || lifetime < time.Second {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("--lifetime %q is not a duration of at least 1s", fl.String("lifetime"))
+	}
+	orgID, err := fl.GetInt64("organization-id")
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	user, err := fl.GetInt64("user")
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	token, err := emulator.MintToken(secret, emulator.Token{
+		Issuer:         fl.String("issuer"),
+		Audience:       fl.String("audience"),
+		UserID:         user,
+		OrganizationID: orgID,
+		Domain:         fl.String("domain"),
+		Lifetime:       lifetime,
+	})
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if _, err := fmt.Fprintln(stdout, token); err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	return caddy.ExitCodeSuccess, nil
+}
+
+// webhookEvent is one event of a delivery, with the fields in the order
+// the service sends them.
+type webhookEvent struct {
+	Event          string      `json:"event"`
+	Project        webhookItem `json:"project"`
+	TargetLanguage webhookItem `json:"targetLanguage"`
+}
+
+type webhookItem struct {
+	ID string `json:"id"`
+}
+
+func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
+	target := fl.String("url")
+	if target == "" {
+		return caddy.ExitCodeFailedStartup, errors.New("--url is required")
+	}
+	secret, err := commandSecret(fl)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	timeout, err := caddy.ParseDuration(fl.String("timeout"))
+	if err != nil || timeout <= 0 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("--timeout %q is not a positive duration", fl.String("timeout"))
+	}
+	var body []byte
+	if file := fl.String("body"); file != "" {
+		if body, err = os.ReadFile(file); err != nil {
+			return caddy.ExitCodeFailedStartup, fmt.Errorf("reading the body: %w", err)
+		}
+	} else {
+		body, err = json.Marshal(map[string][]webhookEvent{"events": {{
+			Event:          fl.String("event"),
+			Project:        webhookItem{fl.String("project")},
+			TargetLanguage: webhookItem{fl.String("target-language")},
+		}}})
+		if err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+	}
+	d := emulator.Delivery{
+		Body:           body,
+		Secret:         secret,
+		OrganizationID: fl.String("organization-id"),
+		Domain:         fl.String("domain"),
+		ModuleKey:      fl.String("module-key"),
+	}
+	if fl.Bool("tamper") {
+		if len(body) == 0 {
+			return caddy.ExitCodeFailedStartup, errors.New("--tamper needs a body to change")
+		}
+		d.Signature = emulator.SignDelivery(body, secret)
+		d.Body = tamper(body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	status, answer, err := emulator.SendDelivery(ctx, &http.Client{Timeout: timeout}, target, d)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if len(answer) > 0 && answer[len(answer)-1] != '\n' {
+		answer = append(answer, '\n')
+	}
+	if _, err := fmt.Fprintf(stdout, "%s %s\n%s", strconv.Itoa(status), http.StatusText(status), answer); err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if status < 200 || status > 299 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("the app answered %d", status)
+	}
+	return caddy.ExitCodeSuccess, nil
+}
+
+// tamper returns a copy of body with one byte changed: the last lowercase
+// letter becomes the next one, which keeps JSON valid (so the app refuses
+// the signature, not the syntax); without such a letter the last byte's
+// low bit flips.
+func tamper(body []byte) []byte {
+	out := bytes.Clone(body)
+	for i := len(out) - 1; i >= 0; i-- {
+		if c := out[i]; c >= 'a' && c <= 'z' {
+			out[i] = 'a' + (c-'a'+1)%26
+			return out
+		}
+	}
+	out[len(out)-1] ^= 1
+	return out
+}

@@ -1,0 +1,255 @@
+package emulator
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Defaults applied by New to the zero fields of a Config.
+const (
+	DefaultAppIdentifier = "demo-app"
+	DefaultIssuer        = "service-emulator"
+	DefaultTokenLifetime = 2 * time.Hour
+	DefaultCodeLifetime  = 60 * time.Second
+	DefaultUserID        = 7
+)
+
+// ExpiresLayout is the layout of the subscription query's "expires" date,
+// always in UTC.
+const ExpiresLayout = "2006-01-02 15:04:05"
+
+// Config describes the one app the emulator knows and the organizations
+// that may install it.
+type Config struct {
+	// ClientID is the app's OAuth client_id. Required.
+	ClientID string
+	// ClientSecret is the app's OAuth client_secret. It also signs the
+	// access tokens (HS256). Required.
+	ClientSecret string
+	// RedirectURIs are the registered redirect URLs; the authorization
+	// request must name one of them exactly. At least one is required.
+	RedirectURIs []string
+	// AppIdentifier is the identifier the subscription query knows.
+	// Default DefaultAppIdentifier.
+	AppIdentifier string
+	// Issuer is the iss claim of issued tokens. Default DefaultIssuer.
+	Issuer string
+	// TokenLifetime is the lifetime of access tokens (expires_in).
+	// Default DefaultTokenLifetime.
+	TokenLifetime time.Duration
+	// CodeLifetime is how long an authorization code can be exchanged.
+	// Default DefaultCodeLifetime.
+	CodeLifetime time.Duration
+	// UserID is the user who approves when the authorization request
+	// names none. Default DefaultUserID.
+	UserID int64
+	// Organizations are the organizations a user may act for, the first
+	// one being the default choice. May be empty: tokens then name no
+	// organization.
+	Organizations []Organization
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Organization is an organization of the service and the state of its
+// subscription to the app: active until ActiveUntil when that is set,
+// unpaid with SubscribeLink when that is set, missing (no subscription)
+// when neither is.
+type Organization struct {
+	// Domain is the organization's domain, the domain claim of its
+	// tokens. Required and unique.
+	Domain string
+	// ID is the organization's integer id, context.organization_id of
+	// its tokens. Required (positive) and unique.
+	ID int64
+	// ActiveUntil is the end of an active subscription. The query
+	// reports it as configured, even when it has passed, so that a
+	// gateway's handling of a lapsed date can be tried.
+	ActiveUntil time.Time
+	// SubscribeLink is the checkout page of an unpaid subscription.
+	SubscribeLink string
+}
+
+// Server is the emulated service. Its zero value is not usable: build it
+// with New. A Server is safe for concurrent use.
+type Server struct {
+	cfg       Config
+	redirects map[string]bool
+	byDomain  map[string]*Organization
+	byID      map[int64]*Organization
+	parser    *jwt.Parser
+
+	outage atomic.Bool
+	delay  atomic.Int64 // time.Duration
+
+	mu      sync.Mutex
+	codes   map[string]*codeGrant
+	refresh map[string]*refreshGrant
+	queries map[string]int
+}
+
+// New checks cfg, fills in its defaults and returns a Server for it.
+func New(cfg Config) (*Server, error) {
+	if cfg.ClientID == "" {
+		return nil, errors.New("emulator: a client_id is required")
+	}
+	if cfg.ClientSecret == "" {
+		return nil, errors.New("emulator: a client_secret is required")
+	}
+	if len(cfg.RedirectURIs) == 0 {
+		return nil, errors.New("emulator: at least one redirect URI is required")
+	}
+	if cfg.AppIdentifier == "" {
+		cfg.AppIdentifier = DefaultAppIdentifier
+	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = DefaultIssuer
+	}
+	if cfg.TokenLifetime == 0 {
+		cfg.TokenLifetime = DefaultTokenLifetime
+	}
+	if cfg.CodeLifetime == 0 {
+		cfg.CodeLifetime = DefaultCodeLifetime
+	}
+	if cfg.TokenLifetime < time.Second || cfg.CodeLifetime < 0 {
+		return nil, errors.New("emulator: the token lifetime must be at least one second and the code lifetime positive")
+	}
+	if cfg.UserID == 0 {
+		cfg.UserID = DefaultUserID
+	}
+	if cfg.UserID < 0 {
+		return nil, errors.New("emulator: the user id must be positive")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		redirects: make(map[string]bool, len(cfg.RedirectURIs)),
+		byDomain:  make(map[string]*Organization, len(cfg.Organizations)),
+		byID:      make(map[int64]*Organization, len(cfg.Organizations)),
+		codes:     make(map[string]*codeGrant),
+		refresh:   make(map[string]*refreshGrant),
+		queries:   make(map[string]int),
+	}
+	for _, u := range cfg.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return nil, fmt.Errorf("emulator: redirect URI %q: %w", u, err)
+		}
+		s.redirects[u] = true
+	}
+	cfg.RedirectURIs = append([]string(nil), cfg.RedirectURIs...)
+	cfg.Organizations = append([]Organization(nil), cfg.Organizations...)
+	for i := range cfg.Organizations {
+		org := &cfg.Organizations[i]
+		switch {
+		case org.Domain == "":
+			return nil, errors.New("emulator: every organization needs a domain")
+		case org.ID <= 0:
+			return nil, fmt.Errorf("emulator: organization %s: the id must be a positive integer", org.Domain)
+		case s.byDomain[org.Domain] != nil:
+			return nil, fmt.Errorf("emulator: organization %s is configured twice", org.Domain)
+		case s.byID[org.ID] != nil:
+			return nil, fmt.Errorf("emulator: organization %s: id %d is already used", org.Domain, org.ID)
+		case !org.ActiveUntil.IsZero() && org.SubscribeLink != "":
+			return nil, fmt.Errorf("emulator: organization %s: a subscription is either active or unpaid, not both", org.Domain)
+		}
+		org.ActiveUntil = org.ActiveUntil.UTC()
+		s.byDomain[org.Domain] = org
+		s.byID[org.ID] = org
+	}
+	s.cfg = cfg
+	s.parser = newParser(cfg)
+	return s, nil
+}
+
+func checkRedirectURI(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.Scheme == "" || u.Host == "" {
+		return errors.New("not an absolute URL")
+	}
+	if u.Fragment != "" {
+		return errors.New("a redirect URI has no fragment")
+	}
+	return nil
+}
+
+// The paths the emulator answers.
+const (
+	authorizePath      = "/oauth/authorize"
+	tokenPath          = "/oauth/token"
+	applicationsPrefix = "/api/v2/applications/"
+	subscriptionSuffix = "/subscription"
+)
+
+// Handle answers r when its path is one of the emulator's and reports
+// whether it did; other requests are left untouched for the caller to pass
+// on.
+func (s *Server) Handle(w http.ResponseWriter, r *http.Request) bool {
+	switch p := r.URL.Path; {
+	case p == authorizePath:
+		s.serveAuthorize(w, r)
+	case p == tokenPath:
+		s.serveToken(w, r)
+	case strings.HasPrefix(p, applicationsPrefix) && strings.HasSuffix(p, subscriptionSuffix) &&
+		len(p) > len(applicationsPrefix)+len(subscriptionSuffix):
+		app := p[len(applicationsPrefix) : len(p)-len(subscriptionSuffix)]
+		if strings.Contains(app, "/") {
+			return false
+		}
+		s.serveSubscription(w, r, app)
+	default:
+		return false
+	}
+	return true
+}
+
+// ServeHTTP answers the emulator's paths, and 404 for every other path.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.Handle(w, r) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not found"})
+	}
+}
+
+// Queries returns how many subscription queries with a valid token have
+// arrived for an organization, named by its domain, or by its decimal id
+// for tokens that carry no domain.
+func (s *Server) Queries(organization string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queries[organization]
+}
+
+// SetOutage makes the subscription query answer 503 (true) or answer
+// normally again (false), for outage tests.
+func (s *Server) SetOutage(down bool) { s.outage.Store(down) }
+
+// SetDelay makes the subscription query wait d before it answers (0: no
+// wait), for timeout tests. The wait ends early when the request is
+// cancelled.
+func (s *Server) SetDelay(d time.Duration) { s.delay.Store(int64(d)) }
+
+func (s *Server) countQuery(organization string) {
+	s.mu.Lock()
+	s.queries[organization]++
+	s.mu.Unlock()
+}
+
+// organizationKey is the key Queries counts under.
+func organizationKey(domain string, id int64) string {
+	if domain != "" {
+		return domain
+	}
+	return strconv.FormatInt(id, 10)
+}

@@ -1,0 +1,76 @@
+package emulator
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// serveSubscription answers GET /api/v2/applications/{app}/subscription.
+func (s *Server) serveSubscription(w http.ResponseWriter, r *http.Request, app string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, message("The subscription query takes GET."))
+		return
+	}
+	raw, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="service-emulator"`)
+		writeJSON(w, http.StatusUnauthorized, message("An access token is required: Authorization: Bearer <token>."))
+		return
+	}
+	org, err := s.verifyToken(raw)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="service-emulator", error="invalid_token"`)
+		writeJSON(w, http.StatusUnauthorized, message("The access token is invalid or has expired."))
+		return
+	}
+	s.countQuery(organizationKey(org.domain, org.id))
+
+	if d := time.Duration(s.delay.Load()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	if s.outage.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, message("The service is unavailable (emulated outage)."))
+		return
+	}
+	if app != s.cfg.AppIdentifier {
+		writeJSON(w, http.StatusBadRequest, message("Application not found"))
+		return
+	}
+	var known *Organization
+	if org.domain != "" {
+		known = s.byDomain[org.domain]
+	} else if org.id > 0 {
+		known = s.byID[org.id]
+	}
+	switch {
+	case known == nil:
+		writeJSON(w, http.StatusNotFound, message("Organization not found"))
+	case !known.ActiveUntil.IsZero():
+		writeJSON(w, http.StatusOK, map[string]string{"expires": known.ActiveUntil.Format(ExpiresLayout)})
+	case known.SubscribeLink != "":
+		writeJSON(w, http.StatusPaymentRequired, map[string]string{"subscribe_link": known.SubscribeLink})
+	default:
+		writeJSON(w, http.StatusNotFound, message("Subscription not found"))
+	}
+}
+
+// bearerToken takes the token from an Authorization header; the scheme is
+// case-insensitive.
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func message(text string) map[string]string { return map[string]string{"message": text} }
