@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The results section of BENCHMARKS.md lies between these two lines; a
+// run replaces it and keeps the rest of the file.
+const (
+	resultsStart = "<!-- bench:results:start -->"
+	resultsEnd   = "<!-- bench:results:end -->"
+)
+
+type report struct {
+	started, finished time.Time
+	opts              *options
+	machine           machine
+	chains            []*chainResult
+	goBench           string
+	goBenchErr        error
+}
+
+type machine struct {
+	cpus          int
+	cpuModel      string
+	memory        string
+	goVersion     string
+	caddyVersion  string
+	wrkVersion    string
+	kernelRelease string
+}
+
+func describeMachine(caddyBin string) machine {
+	m := machine{cpus: runtime.NumCPU(), cpuModel: "unknown", memory: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.cpuModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					m.memory = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+				}
+			}
+		}
+	}
+	m.goVersion = firstLine(exec.Command("go", "version"))
+	m.caddyVersion, _, _ = strings.Cut(firstLine(exec.Command(caddyBin, "version")), " ")
+	m.wrkVersion, _, _ = strings.Cut(firstLine(exec.Command("wrk", "--version")), " [")
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.kernelRelease = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+func firstLine(cmd *exec.Cmd) string {
+	out, _ := cmd.CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if line == "" {
+		return "unknown"
+	}
+	return line
+}
+
+// runGoBench runs the packages' Go benchmarks; the caddymodule package may
+// start a Caddy, so it gets ports of this run.
+func runGoBench(env *benchEnv) (string, error) {
+	p := env.ports
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", ".", "-benchmem",
+		"-benchtime", env.opts.benchTime, "-timeout", "20m",
+		"./token", "./signature", "./subscription", "./caddymodule")
+	cmd.Env = append(os.Environ(),
+		fmt.Sprintf("SERVICEGATE_E2E_ADMIN_PORT=%d", p.testAdmin),
+		fmt.Sprintf("SERVICEGATE_E2E_HTTP_PORT=%d", p.testHTTP),
+		fmt.Sprintf("SERVICEGATE_E2E_HTTPS_PORT=%d", p.testS),
+	)
+	out, err := cmd.CombinedOutput()
+	_ = os.WriteFile(filepath.Join(env.out, "gobench.txt"), out, 0o644)
+	if err != nil {
+		return string(out), fmt.Errorf("go test -bench: %w (output in bench/out/gobench.txt)", err)
+	}
+	return string(out), nil
+}
+
+func mib(b int64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// ratioRange is the lowest and highest per-round ratio, pairing round i of
+// both sides.
+func ratioRange(r *chainResult) string {
+	lo, hi := 0.0, 0.0
+	for i := range r.plain.runs {
+		if i >= len(r.chain.runs) || r.plain.runs[i].rps() == 0 {
+			break
+		}
+		x := r.chain.runs[i].rps() / r.plain.runs[i].rps()
+		if i == 0 || x < lo {
+			lo = x
+		}
+		if i == 0 || x > hi {
+			hi = x
+		}
+	}
+	return fmt.Sprintf("%.3f–%.3f", lo, hi)
+}
+
+func (rep *report) markdown() string {
+	var b strings.Builder
+	o := rep.opts
+	m := rep.machine
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	w("## Results\n\n")
+	w("Measured %s UTC, %s, with:\n\n```sh\n%s\n```\n\n", rep.started.Format("2006-01-02 15:04"), rep.finished.Sub(rep.started).Round(time.Second), o.command)
+	w("- Machine: %d cores (`nproc`), %s, %s memory, Linux %s\n", m.cpus, m.cpuModel, m.memory, m.kernelRelease)
+	w("- %s; Caddy %s; %s\n", m.goVersion, m.caddyVersion, m.wrkVersion)
+	w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; wrk, both Caddys and the upstream share the %d cores, nothing is pinned\n\n",
+		o.rounds, o.duration, o.threads, o.connections, m.cpus)
+
+	var errs []string
+	var thr, seq, conc []*chainResult
+	for _, r := range rep.chains {
+		switch {
+		case r.err != nil:
+			errs = append(errs, fmt.Sprintf("- **%s**: NOT MEASURED: %s", r.c.name, oneLine(r.err.Error())))
+		case r.c.load == loadWrk:
+			thr = append(thr, r)
+		case r.c.load == loadSequential:
+			seq = append(seq, r)
+		default:
+			conc = append(conc, r)
+		}
+	}
+
+	if len(thr) > 0 {
+		w("### Throughput against plain `reverse_proxy`\n\n")
+		w("| chain | body | plain req/s | chain req/s | ratio (median) | per-round ratios | p50 plain → chain | p99 plain → chain | peak RSS plain / chain | goal | result |\n")
+		w("|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range thr {
+			pr, cr := r.plain.medianRPS(), r.chain.medianRPS()
+			ratio := 0.0
+			if pr > 0 {
+				ratio = cr / pr
+			}
+			goal, result := "–", "info"
+			if r.c.goal == goalRatio {
+				goal = fmt.Sprintf("≥ %.2f", r.c.target)
+				result = verdict(ratio >= r.c.target)
+			}
+			w("| %s | %s | %.0f | %.0f | %.3f | %s | %s → %s | %s → %s | %s / %s | %s | %s |\n",
+				r.c.name, sizeLabel(r.bodySize), pr, cr, ratio, ratioRange(r),
+				fmtUS(r.plain.medianP(false)), fmtUS(r.chain.medianP(false)),
+				fmtUS(r.plain.medianP(true)), fmtUS(r.chain.medianP(true)),
+				mib(r.plain.peakRSS), mib(r.chain.peakRSS), goal, result)
+		}
+		w("\n")
+	}
+	if len(seq) > 0 {
+		w("### Large deliveries, one at a time (added time against SHA-256)\n\n")
+		w("| chain | body | median plain | median chain | added | SHA-256 alone | added / SHA-256 | peak RSS plain / chain | goal | result |\n")
+		w("|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range seq {
+			pl, cl := r.plain.medianLatency(), r.chain.medianLatency()
+			added := cl - pl
+			x := float64(added) / float64(r.sha256)
+			w("| %s | %s | %s | %s | %s | %s | %.2f× | %s / %s | ≤ %.1f× | %s |\n",
+				r.c.name, sizeLabel(r.bodySize), ms(pl), ms(cl), ms(added), ms(r.sha256), x,
+				mib(r.plain.peakRSS), mib(r.chain.peakRSS), r.c.target, verdict(x <= r.c.target))
+		}
+		w("\n%d deliveries per side per round (fewer when a round passed -duration); medians over all rounds.\n\n", o.seqRequests)
+	}
+	if len(conc) > 0 {
+		w("### Memory under 20 concurrent 5 MB jobs (echoed)\n\n")
+		w("| chain | jobs plain | jobs chain | peak RSS plain | peak RSS chain | difference |\n")
+		w("|---|---|---|---|---|---|\n")
+		for _, r := range conc {
+			w("| %s | %d | %d | %s | %s | %s |\n", r.c.name, r.plain.jobs, r.chain.jobs,
+				mib(r.plain.peakRSS), mib(r.chain.peakRSS), fmt.Sprintf("%+.0f MiB", float64(r.chain.peakRSS-r.plain.peakRSS)/(1<<20)))
+		}
+		w("\nPeak RSS is VmHWM of each side's Caddy process over the whole chain (one process per side per chain).\n\n")
+	}
+	if len(errs) > 0 {
+		w("### Not measured\n\n%s\n\n", strings.Join(errs, "\n"))
+	}
+	var notes []string
+	for _, r := range rep.chains {
+		for _, n := range r.notes {
+			notes = append(notes, fmt.Sprintf("- %s: %s", r.c.name, n))
+		}
+	}
+	if len(notes) > 0 {
+		w("### Notes\n\n%s\n\n", strings.Join(notes, "\n"))
+	}
+	if o.goBench {
+		w("### Go benchmarks\n\n```sh\ngo test -run '^$' -bench . -benchmem -benchtime %s ./token ./signature ./subscription ./caddymodule\n```\n\n", o.benchTime)
+		if rep.goBenchErr != nil {
+			w("FAILED: %s\n\n", oneLine(rep.goBenchErr.Error()))
+		}
+		w("```text\n%s\n```\n", strings.TrimSpace(rep.goBench))
+	}
+	return b.String()
+}
+
+func sizeLabel(n int) string {
+	switch {
+	case n == 0:
+		return "–"
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1024:
+		return fmt.Sprintf("%.0f KiB", float64(n)/1024)
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}
+
+// oneLine keeps an error message on one table-friendly line.
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ⏎ ")
+	if len(s) > 1200 {
+		s = s[:1200] + "…"
+	}
+	return s
+}
+
+// writeResults puts section between the results markers of path, keeping
+// everything else; a file without markers gets them appended.
+func writeResults(path, section string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(replaceResults(string(old), section)), 0o644)
+}
+
+func replaceResults(doc, section string) string {
+	block := resultsStart + "\n" + strings.TrimSpace(section) + "\n" + resultsEnd + "\n"
+	i := strings.Index(doc, resultsStart)
+	j := -1
+	if i >= 0 {
+		if k := strings.Index(doc[i:], resultsEnd); k >= 0 {
+			j = i + k
+		}
+	}
+	if j < 0 {
+		if doc != "" && !strings.HasSuffix(doc, "\n") {
+			doc += "\n"
+		}
+		if doc != "" {
+			doc += "\n"
+		}
+		return doc + block
+	}
+	rest := strings.TrimPrefix(doc[j+len(resultsEnd):], "\n")
+	return doc[:i] + block + rest
+}
