@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -77,19 +78,37 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), env...)
 	// Its own process group, so that a Ctrl-C on the bench does not reach
-	// it before the bench has stopped it in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// it before the bench has stopped it in order; and ended by the
+	// kernel if the bench dies without stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	running.Store(p, struct{}{})
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
+		running.Delete(p)
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// running holds the child processes not yet ended, for stopAll.
+var running sync.Map
+
+// stopAll stops every child process still running: on an interrupt the
+// bench leaves nothing listening behind it.
+func stopAll() {
+	var wg sync.WaitGroup
+	running.Range(func(k, _ any) bool {
+		wg.Add(1)
+		go func() { defer wg.Done(); k.(*proc).stop() }()
+		return true
+	})
+	wg.Wait()
 }
 
 func (p *proc) exited() bool {

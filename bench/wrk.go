@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -118,6 +119,7 @@ func runWrk(o *options, script, url, logPath string, d time.Duration) (wrkStats,
 	cmd := exec.Command("wrk", args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	// wrk stops itself after -d; the timer is a guard against a hang.
 	timer := time.AfterFunc(d+60*time.Second, func() { _ = cmd.Process.Kill() })
 	err := cmd.Run()
