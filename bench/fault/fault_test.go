@@ -350,13 +350,16 @@ func TestAppClosesMidResponse(t *testing.T) {
 
 	var mu sync.Mutex
 	var problems []string
+	var tl tally
 	load(4, scale(10, 50), nil, func(w, i int) {
 		resp, err := c.Post(siteURL("/file-format/parse"), "application/json", strings.NewReader(`{"jobType":"parse-file"}`))
 		if err != nil {
-			return // the connection may go with the app's
+			tl.add(0, err) // the connection may go with the app's
+			return
 		}
 		body, readErr := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		tl.add(resp.StatusCode, readErr)
 		if resp.StatusCode == http.StatusOK && readErr == nil {
 			mu.Lock()
 			problems = append(problems, fmt.Sprintf("a complete 200 of %d bytes although the app hung up", len(body)))
@@ -375,6 +378,7 @@ func TestAppClosesMidResponse(t *testing.T) {
 			}
 		}
 	})
+	t.Logf("answers while the app hung up: %s", &tl)
 	for _, p := range problems {
 		t.Error(p)
 	}
@@ -395,40 +399,56 @@ func TestAppClosesMidResponse(t *testing.T) {
 // Config reloads through the admin API while requests flow: no request
 // is dropped, and the subscription cache survives the reloads.
 func TestReloadUnderLoad(t *testing.T) {
-	svc := newService(t, time.Hour)
-	app := upstream(t, nil)
-	sites := func(leeway string) string {
-		return strings.Replace(subscriptionSites(app, ""), "hs256_secret", "leeway "+leeway+"\n\t\t\ths256_secret", 1)
+	tests := []struct {
+		name         string
+		subscription bool
+	}{
+		{"auth", false},
+		{"auth+subscription", true},
 	}
-	startCaddy(t, sites("30s"))
-	tok := token(t, "reload.example", 7)
-	c := client(8)
-	if code, err := get(c, "/api/projects", tok); err != nil || code != http.StatusOK {
-		t.Fatalf("first request: %d, %v", code, err)
-	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := newService(t, time.Hour)
+			app := upstream(t, nil)
+			sites := func(leeway string) string {
+				s := subscriptionSites(app, "")
+				if !tt.subscription {
+					s = fmt.Sprintf("http://:{port} {\n\troute /api/* {\n\t\tservice_auth {\n\t\t\ths256_secret %s\n\t\t}\n\t\treverse_proxy %s\n\t}\n}\n", secret, app)
+				}
+				// Each reload changes the config, or Caddy would skip it.
+				return strings.Replace(s, "hs256_secret", "leeway "+leeway+"\n\t\t\ths256_secret", 1)
+			}
+			startCaddy(t, sites("30s"))
+			tok := token(t, "reload.example", 7)
+			c := client(8)
+			if code, err := get(c, "/api/projects", tok); err != nil || code != http.StatusOK {
+				t.Fatalf("first request: %d, %v", code, err)
+			}
 
-	var tl tally
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		load(4, 1_000_000, stop, func(int, int) { tl.add(get(c, "/api/projects", tok)) })
-	}()
-	reloads := scale(5, 15)
-	for i := 0; i < reloads; i++ {
-		time.Sleep(300 * time.Millisecond)
-		if err := reload(sites(fmt.Sprintf("%ds", 31+i))); err != nil {
-			t.Errorf("reload %d: %v", i+1, err)
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	<-done
-	t.Logf("%d reloads: %s; %d subscription queries", reloads, &tl, svc.queries.Load())
-	if !tl.only(http.StatusOK) || tl.count(http.StatusOK) == 0 {
-		t.Errorf("under reloads: %s, want only 200s", &tl)
-	}
-	if q := svc.queries.Load(); q != 1 {
-		t.Errorf("%d subscription queries for one organization across %d reloads; the cache should survive them", q, reloads)
+			var tl tally
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				load(4, 1_000_000, stop, func(int, int) { tl.add(get(c, "/api/projects", tok)) })
+			}()
+			reloads := scale(5, 15)
+			for i := 0; i < reloads; i++ {
+				time.Sleep(300 * time.Millisecond)
+				if err := reload(sites(fmt.Sprintf("%ds", 31+i))); err != nil {
+					t.Errorf("reload %d: %v", i+1, err)
+				}
+			}
+			time.Sleep(300 * time.Millisecond)
+			close(stop)
+			<-done
+			t.Logf("%d reloads: %s; %d subscription queries", reloads, &tl, svc.queries.Load())
+			if !tl.only(http.StatusOK) || tl.count(http.StatusOK) == 0 {
+				t.Errorf("under reloads: %s, want only 200s", &tl)
+			}
+			if q := svc.queries.Load(); tt.subscription && q != 1 {
+				t.Errorf("%d subscription queries for one organization across %d reloads; the cache should survive them", q, reloads)
+			}
+		})
 	}
 }
