@@ -271,3 +271,31 @@ func FuzzParseVmHWM(f *testing.F) {
 		}
 	})
 }
+
+func TestParseProcStatBusy(t *testing.T) {
+	stat := "cpu  1000 50 300 9000 200 10 20 30 0 0\ncpu0 500 25 150 4500 100 5 10 15 0 0\n"
+	if got, want := parseProcStatBusy(stat), (1000.0+50+300+10+20+30)/userHZ; got != want {
+		t.Errorf("parseProcStatBusy = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 x 4 5 6 7 8"} {
+		if got := parseProcStatBusy(bad); got != -1 {
+			t.Errorf("parseProcStatBusy(%q) = %v, want -1", bad, got)
+		}
+	}
+}
+
+func TestOtherShare(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	a := cpuMark{at: t0, busy: 100, ours: 10}
+	b := cpuMark{at: t0.Add(10 * time.Second), busy: 115, ours: 20}
+	// 15 s busy in 20 CPU-seconds, 10 of them ours: 5/20 by others.
+	if got := otherShare(a, b, 2); got != 0.25 {
+		t.Errorf("otherShare = %v, want 0.25", got)
+	}
+	if got := otherShare(a, cpuMark{at: b.at, busy: 105, ours: 20}, 2); got != 0 {
+		t.Errorf("otherShare with more of ours than busy = %v, want 0", got)
+	}
+	if got := otherShare(cpuMark{busy: -1}, b, 2); got != -1 {
+		t.Errorf("otherShare of an unknown mark = %v, want -1", got)
+	}
+}

@@ -100,7 +100,7 @@ func run(args []string) error {
 	}
 	defer up.stop()
 
-	res := &report{started: time.Now().UTC(), opts: o}
+	res := &report{started: time.Now().UTC(), opts: o, cpuStart: markCPU()}
 	res.machine = describeMachine(env.caddyBin)
 	failed := 0
 	for _, c := range chains {
@@ -112,6 +112,8 @@ func run(args []string) error {
 		}
 		res.chains = append(res.chains, r)
 	}
+	up.stop() // so that its CPU time counts as the bench's own
+	res.cpuEnd = markCPU()
 	if o.goBench {
 		logf("go test benchmarks (token, signature, subscription, caddymodule)")
 		res.goBench, res.goBenchErr = runGoBench(env)

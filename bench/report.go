@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +23,7 @@ const (
 
 type report struct {
 	started, finished time.Time
+	cpuStart, cpuEnd  cpuMark // around the chains
 	opts              *options
 	machine           machine
 	chains            []*chainResult
@@ -113,23 +115,81 @@ func verdict(ok bool) string {
 	return "MISS"
 }
 
-// ratioRange is the lowest and highest per-round ratio, pairing round i of
-// both sides.
-func ratioRange(r *chainResult) string {
-	lo, hi := 0.0, 0.0
+// pairedRatios pairs round i of both sides (measured one right after the
+// other) and gives the median, lowest and highest ratio: less sensitive to
+// a machine whose load changes during the run than the ratio of medians.
+func pairedRatios(r *chainResult) string {
+	var v []float64
 	for i := range r.plain.runs {
 		if i >= len(r.chain.runs) || r.plain.runs[i].rps() == 0 {
 			break
 		}
-		x := r.chain.runs[i].rps() / r.plain.runs[i].rps()
-		if i == 0 || x < lo {
-			lo = x
-		}
-		if i == 0 || x > hi {
-			hi = x
+		v = append(v, r.chain.runs[i].rps()/r.plain.runs[i].rps())
+	}
+	if len(v) == 0 {
+		return "–"
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return fmt.Sprintf("%.3f (%.3f–%.3f)", median(v), lo, hi)
+}
+
+// cpuMark is a point in time of the machine's busy CPU time and of the
+// CPU time of this process and its waited-for children (Caddy, wrk, the
+// upstream), both in seconds.
+type cpuMark struct {
+	at         time.Time
+	busy, ours float64
+}
+
+// userHZ is the unit of /proc/stat, fixed at 100 on Linux.
+const userHZ = 100
+
+func markCPU() cpuMark {
+	m := cpuMark{at: time.Now(), busy: -1}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		m.busy = parseProcStatBusy(string(b))
+	}
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) == nil {
+			m.ours += float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 		}
 	}
-	return fmt.Sprintf("%.3f–%.3f", lo, hi)
+	return m
+}
+
+// parseProcStatBusy is the busy time of all CPUs in the first line of
+// /proc/stat, in seconds, or -1.
+func parseProcStatBusy(stat string) float64 {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	var busy float64
+	// user nice system idle iowait irq softirq steal: all but idle and iowait.
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		x, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return -1
+		}
+		busy += x
+	}
+	return busy / userHZ
+}
+
+// otherShare is the share of the machine's CPU time that other processes
+// used between two marks, or -1 when unknown.
+func otherShare(a, b cpuMark, cpus int) float64 {
+	wall := b.at.Sub(a.at).Seconds()
+	if a.busy < 0 || b.busy < 0 || wall <= 0 || cpus <= 0 {
+		return -1
+	}
+	other := (b.busy - a.busy) - (b.ours - a.ours)
+	return max(other, 0) / (wall * float64(cpus))
 }
 
 func (rep *report) markdown() string {
@@ -142,8 +202,17 @@ func (rep *report) markdown() string {
 	w("Measured %s UTC, %s, with:\n\n```sh\n%s\n```\n\n", rep.started.Format("2006-01-02 15:04"), rep.finished.Sub(rep.started).Round(time.Second), o.command)
 	w("- Machine: %d cores (`nproc`), %s, %s memory, Linux %s\n", m.cpus, m.cpuModel, m.memory, m.kernelRelease)
 	w("- %s; Caddy %s; %s\n", m.goVersion, m.caddyVersion, m.wrkVersion)
-	w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; wrk, both Caddys and the upstream share the %d cores, nothing is pinned\n\n",
+	w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; wrk, both Caddys and the upstream share the %d cores, nothing is pinned\n",
 		o.rounds, o.duration, o.threads, o.connections, m.cpus)
+	other := otherShare(rep.cpuStart, rep.cpuEnd, m.cpus)
+	if other < 0 {
+		w("- CPU time of other processes during the chains: unknown\n\n")
+	} else {
+		w("- Other processes used %.0f%% of the machine's CPU time during the chains\n\n", other*100)
+	}
+	if other > 0.10 {
+		w("**The machine was busy with other work during this run: the ratios are noisy. Rerun on a quiet machine before reading a MISS as a regression.**\n\n")
+	}
 
 	var errs []string
 	var thr, seq, conc []*chainResult
@@ -162,7 +231,7 @@ func (rep *report) markdown() string {
 
 	if len(thr) > 0 {
 		w("### Throughput against plain `reverse_proxy`\n\n")
-		w("| chain | body | plain req/s | chain req/s | ratio (median) | per-round ratios | p50 plain → chain | p99 plain → chain | peak RSS plain / chain | goal | result |\n")
+		w("| chain | body | plain req/s | chain req/s | ratio of medians | paired ratio, median (range) | p50 plain → chain | p99 plain → chain | peak RSS plain / chain | goal | result |\n")
 		w("|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range thr {
 			pr, cr := r.plain.medianRPS(), r.chain.medianRPS()
@@ -176,12 +245,12 @@ func (rep *report) markdown() string {
 				result = verdict(ratio >= r.c.target)
 			}
 			w("| %s | %s | %.0f | %.0f | %.3f | %s | %s → %s | %s → %s | %s / %s | %s | %s |\n",
-				r.c.name, sizeLabel(r.bodySize), pr, cr, ratio, ratioRange(r),
+				r.c.name, sizeLabel(r.bodySize), pr, cr, ratio, pairedRatios(r),
 				fmtUS(r.plain.medianP(false)), fmtUS(r.chain.medianP(false)),
 				fmtUS(r.plain.medianP(true)), fmtUS(r.chain.medianP(true)),
 				mib(r.plain.peakRSS), mib(r.chain.peakRSS), goal, result)
 		}
-		w("\n")
+		w("\nThe result compares the ratio of the median requests/s with the goal; p50 and p99 are medians over the rounds.\n\n")
 	}
 	if len(seq) > 0 {
 		w("### Large deliveries, one at a time (added time against SHA-256)\n\n")
