@@ -176,17 +176,20 @@ func looksLikeJWT(s string) bool {
 	return true
 }
 
-// mintHS256 signs a token the way the service's tokens look: sub, iat,
-// exp, and with withOrg the domain claim and context.organization_id.
+// mintHS256 signs a token the way `caddy service-token` does, so that the
+// emulator accepts it too: iss service-emulator, aud the demo client, sub,
+// iat, exp, and with withOrg the domain claim and context.organization_id.
 func mintHS256(secret string, withOrg bool, now time.Time) (string, error) {
 	claims := map[string]any{
-		"sub": "1",
+		"iss": "service-emulator",
+		"aud": "demo-client",
+		"sub": "7",
 		"iat": now.Unix(),
 		"exp": now.Add(time.Hour).Unix(),
 	}
 	if withOrg {
 		claims["domain"] = benchDomain
-		claims["context"] = map[string]any{"organization_id": benchOrgID, "user_id": 1}
+		claims["context"] = map[string]any{"organization_id": benchOrgID, "user_id": 7}
 	}
 	header, err := json.Marshal(map[string]string{"alg": "HS256", "typ": "JWT"})
 	if err != nil {

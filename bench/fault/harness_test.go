@@ -226,8 +226,8 @@ func token(t *testing.T, domain string, orgID int) string {
 	t.Helper()
 	now := time.Now()
 	claims, err := json.Marshal(map[string]any{
-		"sub": "1", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
-		"domain": domain, "context": map[string]any{"organization_id": orgID, "user_id": 1},
+		"iss": "service-emulator", "aud": "demo-client", "sub": "7", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+		"domain": domain, "context": map[string]any{"organization_id": orgID, "user_id": 7},
 	})
 	if err != nil {
 		t.Fatal(err)
