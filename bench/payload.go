@@ -153,7 +153,7 @@ func mintToken(caddyBin string, withOrg bool) (string, string, error) {
 	out, err := cmd.Output()
 	tok := strings.TrimSpace(string(out))
 	if err == nil && looksLikeJWT(tok) {
-		return tok, "caddy service-token", nil
+		return tok, "from caddy service-token", nil
 	}
 	why := "printed no token"
 	if err != nil {
