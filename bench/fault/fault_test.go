@@ -235,7 +235,7 @@ func TestManyOrganizations(t *testing.T) {
 // away: Caddy's goroutines come back to where they were.
 func TestSlowClientsLimits(t *testing.T) {
 	var received atomic.Int64
-	app := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+	app := upstreamNoKeepAlive(t, func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
 		if err == nil {
 			received.Add(1)
@@ -313,6 +313,11 @@ func TestSlowClientsLimits(t *testing.T) {
 	if code, err := post(); err != nil || code != http.StatusOK {
 		t.Errorf("a normal job after the slow clients: %d, %v", code, err)
 	}
+	// The slow clients went away mid-body: the app read two whole jobs,
+	// the normal ones, and no cut-off body as if it were whole.
+	if n := received.Load(); n != 2 {
+		t.Errorf("the app read %d whole jobs, want the 2 normal ones", n)
+	}
 }
 
 // The app closes its connection in the middle of its answer: the client
@@ -320,7 +325,7 @@ func TestSlowClientsLimits(t *testing.T) {
 // left running.
 func TestAppClosesMidResponse(t *testing.T) {
 	var calls atomic.Int64
-	app := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+	app := upstreamNoKeepAlive(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		calls.Add(1)
 		conn, buf, err := http.NewResponseController(w).Hijack()

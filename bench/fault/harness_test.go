@@ -248,17 +248,25 @@ func upstream(t *testing.T, h http.HandlerFunc) string {
 			_, _ = w.Write([]byte(`{"ok":true}`))
 		}
 	}
-	srv := newLoopbackServer(t, h)
-	return srv
+	return newLoopbackServer(t, h, true)
 }
 
-func newLoopbackServer(t *testing.T, h http.Handler) string {
+// upstreamNoKeepAlive is an app that closes every connection after its
+// answer, so that Caddy keeps no idle connections (and their goroutines)
+// to it: goroutine counts then show only what the clients left behind.
+func upstreamNoKeepAlive(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	return newLoopbackServer(t, h, false)
+}
+
+func newLoopbackServer(t *testing.T, h http.Handler, keepAlive bool) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv.SetKeepAlivesEnabled(keepAlive)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
