@@ -299,3 +299,17 @@ func TestOtherShare(t *testing.T) {
 		t.Errorf("otherShare of an unknown mark = %v, want -1", got)
 	}
 }
+
+func TestParseProcCPU(t *testing.T) {
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
+	stat := "4242 (caddy (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 12 0\n"
+	got, err := parseProcCPU(stat)
+	if err != nil || got != 3*time.Second {
+		t.Errorf("parseProcCPU = %v, %v; want 3s", got, err)
+	}
+	for _, bad := range []string{"", "4242 caddy S 1", "4242 (caddy) S 1 2 3", "4242 (caddy) S 1 4242 4242 0 -1 0 0 0 0 0 x 50 0"} {
+		if _, err := parseProcCPU(bad); err == nil {
+			t.Errorf("parseProcCPU(%q) succeeded", bad)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -179,6 +180,7 @@ func selectChains(only []string) ([]*chain, error) {
 // sideResult is one side's measurements over all rounds.
 type sideResult struct {
 	runs    []wrkStats      // loadWrk
+	cpuUS   []float64       // loadWrk: Caddy's CPU µs per request, per round
 	latency []time.Duration // loadSequential
 	jobs    int             // loadConcurrent
 	peakRSS int64
@@ -202,6 +204,8 @@ func (s sideResult) medianP(p99 bool) float64 {
 	}
 	return median(v)
 }
+
+func (s sideResult) medianCPU() float64 { return median(s.cpuUS) }
 
 func (s sideResult) medianLatency() time.Duration {
 	v := make([]float64, len(s.latency))
@@ -335,6 +339,7 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 		return err
 	}
 	bases := map[bool]string{false: plain.base, true: side.base}
+	procs := map[bool]*caddySide{false: plain, true: side}
 	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
 	// A short unmeasured run per side fills connection pools and caches.
 	for _, isChain := range []bool{false, true} {
@@ -346,6 +351,7 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 	for i := 0; i < env.opts.rounds; i++ {
 		for _, isChain := range order(i) {
 			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
+			cpu0, cpuErr := procs[isChain].cpuTime()
 			s, err := runWrk(env.opts, script, bases[isChain]+rq.path, logPath, env.opts.duration)
 			if err == nil {
 				err = s.check()
@@ -353,12 +359,18 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 			if err != nil {
 				return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
 			}
+			cpu1, cpuErr2 := procs[isChain].cpuTime()
+			if cpuErr != nil || cpuErr2 != nil {
+				return fmt.Errorf("reading the CPU time of %s: %v", procs[isChain].name, errors.Join(cpuErr, cpuErr2))
+			}
 			if s.socketErrors() > 0 {
 				res.notes = append(res.notes, fmt.Sprintf("%s round %d: %d socket errors in %d requests", sideName(isChain), i+1, s.socketErrors(), s.Requests))
 			}
 			r := results[isChain]
 			r.runs = append(r.runs, s)
-			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99))
+			cpuPerReq := float64((cpu1-cpu0)/time.Microsecond) / float64(s.Requests)
+			r.cpuUS = append(r.cpuUS, cpuPerReq)
+			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq)
 		}
 	}
 	return nil

@@ -171,6 +171,38 @@ func parseVmHWM(r interface{ Read([]byte) (int, error) }) (int64, error) {
 	return 0, errors.New("no VmHWM line in /proc/<pid>/status")
 }
 
+// cpuTime is the CPU time (user and system) the process has used so far.
+func (p *proc) cpuTime() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseProcCPU(string(b))
+}
+
+// parseProcCPU reads utime and stime from a /proc/<pid>/stat line; the
+// command name in parentheses may hold spaces, so fields are counted from
+// the last ')'.
+func parseProcCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc/<pid>/stat: no command name")
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0, errors.New("unexpected /proc/<pid>/stat: too few fields")
+	}
+	var ticks int64
+	for _, s := range f[11:13] { // fields 14 and 15: utime, stime
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/<pid>/stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
 // logTail is the end of the process's log, for error messages.
 func (p *proc) logTail(n int) string {
 	b, err := os.ReadFile(p.logPath)
