@@ -313,3 +313,23 @@ func TestParseProcCPU(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseProcCPU(f *testing.F) {
+	f.Add("4242 (caddy) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 12 0\n")
+	f.Add("1 ()) S")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, stat string) {
+		d, err := parseProcCPU(stat)
+		if err != nil && d != 0 {
+			t.Errorf("error %v with %v", err, d)
+		}
+	})
+}
+
+func FuzzParseProcStatBusy(f *testing.F) {
+	f.Add("cpu  1000 50 300 9000 200 10 20 30 0 0\n")
+	f.Add("cpu 1 2 3\n")
+	f.Fuzz(func(t *testing.T, stat string) {
+		_ = parseProcStatBusy(stat) // must not panic on anything
+	})
+}
