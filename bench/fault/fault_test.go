@@ -231,6 +231,42 @@ func TestManyOrganizations(t *testing.T) {
 	}
 }
 
+// With a small cache_size, organizations seen long ago leave the cache
+// and are asked again: the cache is bounded, and still lets them in.
+func TestCacheBounded(t *testing.T) {
+	const size, n, again = 500, 2000, 100
+	svc := newService(t, time.Hour)
+	app := upstream(t, nil)
+	startCaddy(t, subscriptionSites(app, fmt.Sprintf("cache_size %d", size)))
+	c := client(8)
+	toks := make([]string, n)
+	for i := range toks {
+		toks[i] = token(t, fmt.Sprintf("lru%05d.example", i), 20_000+i)
+	}
+	var next atomic.Int64
+	var tl tally
+	load(8, n, nil, func(int, int) {
+		if i := int(next.Add(1)) - 1; i < n {
+			tl.add(get(c, "/api/projects", toks[i]))
+		}
+	})
+	first := svc.queries.Load()
+	for i := 0; i < again; i++ {
+		tl.add(get(c, "/api/projects", toks[i]))
+	}
+	second := svc.queries.Load() - first
+	t.Logf("cache_size %d, %d organizations: %s; %d queries, then %d for the first %d again", size, n, &tl, first, second, again)
+	if !tl.only(http.StatusOK) {
+		t.Errorf("answers %s, want only 200", &tl)
+	}
+	if first != n {
+		t.Errorf("%d queries for %d organizations asked once each", first, n)
+	}
+	if second < again/2 {
+		t.Errorf("only %d of the %d oldest organizations were asked again: the cache holds more than cache_size %d", second, again, size)
+	}
+}
+
 // Slow clients send job bodies byte by byte to service_limits and then go
 // away: Caddy's goroutines come back to where they were.
 func TestSlowClientsLimits(t *testing.T) {
