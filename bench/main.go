@@ -177,7 +177,14 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	if o.out == "" {
-		o.out = "BENCHMARKS.md"
+		o.out = "BENCHMARKS.md" // in the repository root, where the run works
+	} else if set["out"] {
+		// The run moves to the repository root: keep -out where the user meant.
+		abs, err := filepath.Abs(o.out)
+		if err != nil {
+			return nil, err
+		}
+		o.out = abs
 	}
 	if *only != "" {
 		for _, n := range strings.Split(*only, ",") {
