@@ -1,0 +1,442 @@
+package main
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// How a chain is loaded.
+type loadKind int
+
+const (
+	loadWrk        loadKind = iota // wrk, requests/s and latency
+	loadSequential                 // one delivery at a time, added latency against SHA-256
+	loadConcurrent                 // 20 concurrent large jobs, peak RSS
+)
+
+// What a chain is held to.
+type goalKind int
+
+const (
+	goalRatio goalKind = iota // chain req/s at least min × plain
+	goalSHA                   // added time per request at most max × SHA-256 of the body
+	goalNone                  // reported only
+)
+
+// chain is one A/B comparison: plain reverse_proxy against handlers +
+// reverse_proxy, both inside route, both sent the same request.
+type chain struct {
+	name, title string
+	// handlers are the Caddyfile lines before reverse_proxy in the route.
+	handlers string
+	// extraSite, when set, adds a site to the chain's Caddy (the emulator).
+	extraSite func(p ports) string
+	// request builds what both sides are sent.
+	request func(env *benchEnv) (request, string, error)
+	load    loadKind
+	goal    goalKind
+	target  float64
+	// echo: the upstream echoes the body, and the probe checks it.
+	echo bool
+	// warm is how many requests go to the chain before it is measured.
+	warm int
+	std  bool // uses Caddy's standard modules only (a harness check)
+}
+
+const (
+	size1K   = 1 << 10
+	size100K = 100 << 10
+	size5M   = 5_000_000 // "5 MB": under the 5 MiB default limit
+)
+
+func fixed(rq request) func(*benchEnv) (request, string, error) {
+	return func(*benchEnv) (request, string, error) { return rq, "", nil }
+}
+
+func withToken(withOrg bool) func(*benchEnv) (request, string, error) {
+	return func(env *benchEnv) (request, string, error) {
+		tok, how, err := mintToken(env.caddyBin, withOrg)
+		if err != nil {
+			return request{}, "", err
+		}
+		return apiRequest(tok), "token " + how, nil
+	}
+}
+
+func emulatorSite(p ports) string {
+	return fmt.Sprintf(`http://:%d {
+	service_emulator {
+		client_id demo-client
+		client_secret %s
+		redirect_uri http://localhost/cb
+		organization %s {
+			id %d
+			active_until "2099-01-01 00:00:00"
+		}
+	}
+}
+`, p.emulator, benchSecret, benchDomain, benchOrgID)
+}
+
+var allChains = []*chain{
+	{
+		name: "auth", title: "service_auth (HS256) + reverse_proxy, GET with a valid token",
+		handlers: "service_auth {\n\ths256_secret " + benchSecret + "\n}",
+		request:  withToken(false), load: loadWrk, goal: goalRatio, target: 0.97, warm: 10,
+	},
+	{
+		name: "auth-subscription", title: "service_auth + service_subscription (cache hit) + reverse_proxy",
+		handlers: "service_auth {\n\ths256_secret " + benchSecret + "\n}\n" +
+			"service_subscription {\n\tapp_identifier demo-app\n\tbase_url http://127.0.0.1:{emulator}\n}",
+		extraSite: emulatorSite,
+		request:   withToken(true), load: loadWrk, goal: goalRatio, target: 0.97, warm: 50,
+	},
+	{
+		name: "webhook-1k", title: "service_webhook + reverse_proxy, 1 KB signed deliveries",
+		handlers: "service_webhook {\n\tsecret " + benchSecret + "\n}",
+		request:  fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalRatio, target: 0.95, warm: 10,
+	},
+	{
+		name: "webhook-5m", title: "service_webhook + reverse_proxy, 5 MB signed deliveries one at a time",
+		handlers: "service_webhook {\n\tsecret " + benchSecret + "\n}",
+		request:  fixed(webhookRequest(deliveryBody(size5M))), load: loadSequential, goal: goalSHA, target: 1.5, warm: 2,
+	},
+	{
+		name: "limits-100k", title: "service_limits (defaults) + reverse_proxy, 100 KB jobs echoed",
+		handlers: "service_limits",
+		request:  fixed(jobRequest(jobBody(size100K))), load: loadWrk, goal: goalRatio, target: 0.95, echo: true, warm: 10,
+	},
+	{
+		name: "limits-rss", title: "service_limits (defaults) + reverse_proxy, 20 concurrent 5 MB jobs echoed",
+		handlers: "service_limits",
+		request:  fixed(jobRequest(jobBody(size5M))), load: loadConcurrent, goal: goalNone, echo: true, warm: 2,
+	},
+	// Harness checks with Caddy's standard modules only: request_body
+	// stands where service_limits and service_webhook will.
+	{
+		name: "std-get", title: "vars + reverse_proxy, GET with a bearer token (harness check)",
+		handlers: "vars bench 1", request: withToken(false), load: loadWrk, goal: goalRatio, target: 0.97, warm: 10, std: true,
+	},
+	{
+		name: "std-100k", title: "request_body + reverse_proxy, 100 KB jobs echoed (harness check)",
+		handlers: "request_body {\n\tmax_size 5MiB\n}",
+		request:  fixed(jobRequest(jobBody(size100K))), load: loadWrk, goal: goalRatio, target: 0.95, echo: true, warm: 10, std: true,
+	},
+	{
+		name: "std-5m", title: "request_body + reverse_proxy, 5 MB deliveries one at a time (harness check)",
+		handlers: "request_body {\n\tmax_size 5MiB\n}",
+		request:  fixed(webhookRequest(deliveryBody(size5M))), load: loadSequential, goal: goalSHA, target: 1.5, warm: 2, std: true,
+	},
+	{
+		name: "std-rss", title: "request_body + reverse_proxy, 20 concurrent 5 MB jobs echoed (harness check)",
+		handlers: "request_body {\n\tmax_size 5MiB\n}",
+		request:  fixed(jobRequest(jobBody(size5M))), load: loadConcurrent, goal: goalNone, echo: true, warm: 2, std: true,
+	},
+}
+
+func chainNames() []string {
+	names := []string{"all", "std"}
+	for _, c := range allChains {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// selectChains turns -only into chains: "all" is every servicegate chain,
+// "std" every harness check; no -only means "all".
+func selectChains(only []string) ([]*chain, error) {
+	if len(only) == 0 {
+		only = []string{"all"}
+	}
+	var out []*chain
+	seen := map[string]bool{}
+	add := func(c *chain) {
+		if !seen[c.name] {
+			seen[c.name] = true
+			out = append(out, c)
+		}
+	}
+	for _, n := range only {
+		found := false
+		for _, c := range allChains {
+			if c.name == n || (n == "all" && !c.std) || (n == "std" && c.std) {
+				add(c)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown chain %q in -only; known: %s", n, strings.Join(chainNames(), ", "))
+		}
+	}
+	return out, nil
+}
+
+// sideResult is one side's measurements over all rounds.
+type sideResult struct {
+	runs    []wrkStats      // loadWrk
+	cpuUS   []float64       // loadWrk: Caddy's CPU µs per request, per round
+	latency []time.Duration // loadSequential
+	jobs    int             // loadConcurrent
+	peakRSS int64
+}
+
+func (s sideResult) medianRPS() float64 {
+	v := make([]float64, len(s.runs))
+	for i, r := range s.runs {
+		v[i] = r.rps()
+	}
+	return median(v)
+}
+
+func (s sideResult) medianP(p99 bool) float64 {
+	v := make([]float64, len(s.runs))
+	for i, r := range s.runs {
+		v[i] = r.P50
+		if p99 {
+			v[i] = r.P99
+		}
+	}
+	return median(v)
+}
+
+func (s sideResult) medianCPU() float64 { return median(s.cpuUS) }
+
+func (s sideResult) medianLatency() time.Duration {
+	v := make([]float64, len(s.latency))
+	for i, d := range s.latency {
+		v[i] = float64(d)
+	}
+	return time.Duration(median(v))
+}
+
+// chainResult is a chain's outcome; err is set when it could not be measured.
+type chainResult struct {
+	c            *chain
+	plain, chain sideResult
+	sha256       time.Duration // loadSequential: SHA-256 over the body
+	bodySize     int
+	notes        []string
+	err          error
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// run starts both Caddys of the chain, checks that each answers the
+// request, measures them alternately and records their peak RSS.
+func (c *chain) run(env *benchEnv) (res *chainResult) {
+	res = &chainResult{c: c}
+	rq, note, err := c.request(env)
+	if err != nil {
+		res.err = fmt.Errorf("preparing the request: %w", err)
+		return res
+	}
+	res.bodySize = len(rq.body)
+	if note != "" {
+		res.notes = append(res.notes, note)
+	}
+	p := env.ports
+
+	plainCfg := globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS) + "\n" + siteWithRoute(p.plainHTTP, "", p.upstream)
+	handlers := strings.ReplaceAll(c.handlers, "{emulator}", fmt.Sprint(p.emulator))
+	chainCfg := globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS) + "\n" + siteWithRoute(p.chainHTTP, handlers, p.upstream)
+	if c.extraSite != nil {
+		chainCfg += "\n" + c.extraSite(p)
+	}
+
+	plain, err := startCaddy(env, c.name+"-plain", plainCfg, p.plainHTTP)
+	if err != nil {
+		res.err = fmt.Errorf("plain side: %w", err)
+		return res
+	}
+	defer plain.stop()
+	side, err := startCaddy(env, c.name+"-chain", chainCfg, p.chainHTTP)
+	if err != nil {
+		res.err = fmt.Errorf("chain side: %w", err)
+		return res
+	}
+	defer side.stop()
+
+	client := &http.Client{
+		Timeout:   2 * time.Minute,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
+	}
+	defer client.CloseIdleConnections()
+	var want []byte
+	if c.echo {
+		want = rq.body
+	}
+	if err := probe(client, rq, plain.base, want); err != nil {
+		res.err = fmt.Errorf("plain side does not answer the benchmark request: %w", err)
+		return res
+	}
+	for i := 0; i < c.warm; i++ {
+		if err := probe(client, rq, side.base, want); err != nil {
+			res.err = fmt.Errorf("chain side does not answer the benchmark request (Caddyfile %s): %w",
+				filepath.Join(env.out, c.name+"-chain.Caddyfile"), err)
+			return res
+		}
+	}
+
+	switch c.load {
+	case loadWrk:
+		err = c.measureWrk(env, rq, plain, side, res)
+	case loadSequential:
+		err = c.measureSequential(env, client, rq, plain, side, res)
+	case loadConcurrent:
+		err = c.measureConcurrent(env, rq, plain, side, res)
+	}
+	if err != nil {
+		res.err = err
+		return res
+	}
+	for _, s := range []struct {
+		p *caddySide
+		r *sideResult
+	}{{plain, &res.plain}, {side, &res.chain}} {
+		if s.r.peakRSS, err = s.p.peakRSS(); err != nil {
+			res.err = fmt.Errorf("reading peak RSS of %s: %w", s.p.name, err)
+			return res
+		}
+	}
+	return res
+}
+
+// order is the sides of round i: plain first in even rounds, chain first
+// in odd ones, so that drift over the run falls on both alike.
+func order(i int) [2]bool {
+	if i%2 == 0 {
+		return [2]bool{false, true}
+	}
+	return [2]bool{true, false}
+}
+
+func sideName(isChain bool) string {
+	if isChain {
+		return "chain"
+	}
+	return "plain"
+}
+
+func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, res *chainResult) error {
+	script, err := writeWrkScript(env.out, c.name, rq)
+	if err != nil {
+		return err
+	}
+	bases := map[bool]string{false: plain.base, true: side.base}
+	procs := map[bool]*caddySide{false: plain, true: side}
+	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
+	// A short unmeasured run per side fills connection pools and caches.
+	for _, isChain := range []bool{false, true} {
+		logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-warmup.wrk.txt", c.name, sideName(isChain)))
+		if _, err := runWrk(env.opts, script, bases[isChain]+rq.path, logPath, time.Second); err != nil {
+			return fmt.Errorf("%s warm-up: %w", sideName(isChain), err)
+		}
+	}
+	for i := 0; i < env.opts.rounds; i++ {
+		for _, isChain := range order(i) {
+			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
+			cpu0, cpuErr := procs[isChain].cpuTime()
+			s, err := runWrk(env.opts, script, bases[isChain]+rq.path, logPath, env.opts.duration)
+			if err == nil {
+				err = s.check()
+			}
+			if err != nil {
+				return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
+			}
+			cpu1, cpuErr2 := procs[isChain].cpuTime()
+			if cpuErr != nil || cpuErr2 != nil {
+				return fmt.Errorf("reading the CPU time of %s: %v", procs[isChain].name, errors.Join(cpuErr, cpuErr2))
+			}
+			if s.socketErrors() > 0 {
+				res.notes = append(res.notes, fmt.Sprintf("%s round %d: %d socket errors in %d requests", sideName(isChain), i+1, s.socketErrors(), s.Requests))
+			}
+			r := results[isChain]
+			r.runs = append(r.runs, s)
+			cpuPerReq := float64((cpu1-cpu0)/time.Microsecond) / float64(s.Requests)
+			r.cpuUS = append(r.cpuUS, cpuPerReq)
+			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq)
+		}
+	}
+	return nil
+}
+
+func (c *chain) measureSequential(env *benchEnv, client *http.Client, rq request, plain, side *caddySide, res *chainResult) error {
+	res.sha256 = sha256Time(rq.body, 21)
+	bases := map[bool]string{false: plain.base, true: side.base}
+	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
+	// Bounded in time as well as in count: a side stops its round early
+	// after -duration.
+	for i := 0; i < env.opts.rounds; i++ {
+		for _, isChain := range order(i) {
+			start := time.Now()
+			for n := 0; n < env.opts.seqRequests && (n < 3 || time.Since(start) < env.opts.duration); n++ {
+				req, err := rq.build(bases[isChain])
+				if err != nil {
+					return err
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
+				}
+				err = drain(resp)
+				d := time.Since(t0)
+				if err != nil {
+					return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
+				}
+				results[isChain].latency = append(results[isChain].latency, d)
+			}
+		}
+		logf("  round %d  plain %s  chain %s (medians so far)", i+1, res.plain.medianLatency().Round(10*time.Microsecond), res.chain.medianLatency().Round(10*time.Microsecond))
+	}
+	logf("  SHA-256 over %d bytes: %s", len(rq.body), res.sha256.Round(10*time.Microsecond))
+	return nil
+}
+
+func (c *chain) measureConcurrent(env *benchEnv, rq request, plain, side *caddySide, res *chainResult) error {
+	const workers = 20
+	bases := map[bool]string{false: plain.base, true: side.base}
+	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
+	for i := 0; i < env.opts.rounds; i++ {
+		for _, isChain := range order(i) {
+			jobs, err := concurrentJobs(rq, bases[isChain], workers, env.opts.duration, 50)
+			if err != nil {
+				return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
+			}
+			results[isChain].jobs += jobs
+		}
+		logf("  round %d  jobs done: plain %d, chain %d", i+1, res.plain.jobs, res.chain.jobs)
+	}
+	return nil
+}
+
+// sha256Time is the median time SHA-256 takes over b, in this process.
+func sha256Time(b []byte, n int) time.Duration {
+	v := make([]float64, n)
+	for i := range v {
+		t0 := time.Now()
+		sha256.Sum256(b)
+		v[i] = float64(time.Since(t0))
+	}
+	return time.Duration(median(v))
+}
+
+func fmtUS(us float64) string {
+	return (time.Duration(us*1000) * time.Nanosecond).Round(time.Microsecond).String()
+}
