@@ -41,7 +41,9 @@ func counting(a Answer, err error) (func(context.Context) (Answer, error), *atom
 
 var policy = Policy{NegativeTTL: 30 * time.Second, Timeout: time.Second}
 
-func orgKey(org string) Key { return Key{BaseURL: "https://api.example", App: "app", Organization: org} }
+func orgKey(org string) Key {
+	return Key{BaseURL: "https://api.example", App: "app", Organization: org}
+}
 
 func TestCacheKeepsActiveUntilExpires(t *testing.T) {
 	clk := newClock()
