@@ -34,6 +34,9 @@ const (
 	onErrorStale = "stale"
 )
 
+// subscriptionNow is the clock of service_subscription; tests move it.
+var subscriptionNow = time.Now
+
 // subscriptionCaches holds the subscription caches, one per cache size,
 // shared by every handler of that size and kept across config reloads (the
 // new config takes its reference before the old one lets go).
@@ -200,7 +203,7 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	}
 	size := h.cacheKey
 	v, _, err := subscriptionCaches.LoadOrNew(size, func() (caddy.Destructor, error) {
-		return sharedCache{subscription.NewCache(size, nil)}, nil
+		return sharedCache{subscription.NewCache(size, func() time.Time { return subscriptionNow() })}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("service_subscription cache: %w", err)
@@ -295,7 +298,7 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return h.serviceFailed(w, r, next, key, err)
 	}
-	if a.ActiveAt(time.Now()) {
+	if a.ActiveAt(subscriptionNow()) {
 		return next.ServeHTTP(w, r)
 	}
 	return h.refuseAnswer(w, r, a)
