@@ -557,3 +557,44 @@ func BenchmarkSubscriptionHit(b *testing.B) {
 		}
 	})
 }
+
+func TestSubscriptionOneQueryFor1000ConcurrentMisses(t *testing.T) {
+	release := make(chan struct{})
+	var queries atomic.Int64
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries.Add(1)
+		<-release
+		_, _ = w.Write([]byte(`{"expires":"2099-01-01 00:00:00"}`))
+	}))
+	defer svc.Close()
+	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
+	provisionSubscription(t, h)
+
+	const callers = 1000
+	var started, done sync.WaitGroup
+	started.Add(callers)
+	done.Add(callers)
+	var through atomic.Int64
+	next := new(upstream)
+	for i := 0; i < callers; i++ {
+		go func() {
+			defer done.Done()
+			r := subscriptionRequest("", "")
+			setVerified(r, &Verified{Token: "member", Organization: "hooli"})
+			started.Done()
+			rec := httptest.NewRecorder()
+			if err := h.ServeHTTP(rec, r, next); err == nil && rec.Code == 200 {
+				through.Add(1)
+			}
+		}()
+	}
+	started.Wait()
+	close(release)
+	done.Wait()
+	if n := queries.Load(); n != 1 {
+		t.Fatalf("%d queries for %d concurrent first requests, want 1", n, callers)
+	}
+	if through.Load() != callers {
+		t.Fatalf("%d requests let through, want %d", through.Load(), callers)
+	}
+}
