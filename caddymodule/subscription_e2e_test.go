@@ -458,4 +458,40 @@ localhost:{port} {
 	if ok.Load() != requests || reached.Load() != requests {
 		t.Fatalf("%d answered 200, %d reached the app, want %d", ok.Load(), reached.Load(), requests)
 	}
+
+	// The metrics are on Caddy's admin /metrics.
+	resp, err := tester.Client.Get(fmt.Sprintf("http://localhost:%d/metrics", e2eAdminPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`servicegate_subscription_queries_total{answer="active"}`,
+		"servicegate_subscription_cache_misses_total",
+		"servicegate_subscription_cache_hits_total",
+		"servicegate_subscription_query_duration_seconds_bucket",
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("admin /metrics has no %s", want)
+		}
+	}
+}
+
+func TestE2ESubscriptionCacheSurvivesReload(t *testing.T) {
+	svc := newTokenService(t)
+	svc.set("member", 200, `{"expires":"2099-01-01 00:00:00"}`)
+	app, _ := e2eApp(t)
+	tester := startCaddy(t, subscriptionSite(svc.URL, app.URL, "cache_size 777"))
+	if resp, _ := do(t, tester.Client, "/api/x", "member"); resp.StatusCode != 200 {
+		t.Fatalf("before the reload: %d", resp.StatusCode)
+	}
+	// A new config with the same cache size: the cache and its answer stay.
+	tester = startCaddy(t, subscriptionSite(svc.URL, app.URL, "cache_size 777\n\t\t\ttimeout 3s"))
+	if resp, _ := do(t, tester.Client, "/api/x", "member"); resp.StatusCode != 200 {
+		t.Fatalf("after the reload: %d", resp.StatusCode)
+	}
+	if n := svc.queries.Load(); n != 1 {
+		t.Fatalf("%d queries across a reload, want 1", n)
+	}
 }
