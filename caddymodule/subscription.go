@@ -42,11 +42,11 @@ var subscriptionNow = time.Now
 // new config takes its reference before the old one lets go).
 var subscriptionCaches = caddy.NewUsagePool()
 
-// sharedCache is a subscription cache held in subscriptionCaches.
-type sharedCache struct{ *subscription.Cache }
+// subscriptionSharedCache is a subscription cache held in subscriptionCaches.
+type subscriptionSharedCache struct{ *subscription.Cache }
 
 // Destruct lets the cache go; it holds no resources besides memory.
-func (sharedCache) Destruct() error { return nil }
+func (subscriptionSharedCache) Destruct() error { return nil }
 
 // ServiceSubscription asks the service whether the organization behind a
 // request's access token has paid for the app, and lets the request through
@@ -203,12 +203,12 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	}
 	size := h.cacheKey
 	v, _, err := subscriptionCaches.LoadOrNew(size, func() (caddy.Destructor, error) {
-		return sharedCache{subscription.NewCache(size, func() time.Time { return subscriptionNow() })}, nil
+		return subscriptionSharedCache{subscription.NewCache(size, func() time.Time { return subscriptionNow() })}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("service_subscription cache: %w", err)
 	}
-	h.cache = v.(sharedCache).Cache
+	h.cache = v.(subscriptionSharedCache).Cache
 
 	registerSubscriptionMetrics(ctx.GetMetricsRegistry())
 	return nil
@@ -261,7 +261,7 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	if v, ok := verifiedFrom(r); ok {
 		token, org = v.Token, v.Organization
 	} else {
-		token = bearerToken(r.Header.Get("Authorization"))
+		token = subscriptionBearerToken(r.Header.Get("Authorization"))
 	}
 	if token == "" {
 		w.Header().Set("WWW-Authenticate", h.challenge)
@@ -387,7 +387,7 @@ func writePaymentRequired(w http.ResponseWriter, r *http.Request, message, link 
 	if link != "" {
 		w.Header().Set("Location", link)
 	}
-	if !acceptsHTML(r.Header.Values("Accept")) {
+	if !prefersHTML(r.Header.Values("Accept")) {
 		var b paymentRequiredBody
 		b.Error.Message = message
 		b.SubscribeLink = link
@@ -424,7 +424,7 @@ func (h *ServiceSubscription) expandBase(r *http.Request) (string, error) {
 	}
 	base, err := repl.ReplaceFunc(h.base, func(variable string, val any) (any, error) {
 		s := caddy.ToString(val)
-		if !hostSafe(s) {
+		if !hostLabelSafe(s) {
 			return nil, fmt.Errorf("placeholder {%s} is empty or holds characters a host name cannot", variable)
 		}
 		return s, nil
@@ -438,9 +438,9 @@ func (h *ServiceSubscription) expandBase(r *http.Request) (string, error) {
 	return base, nil
 }
 
-// hostSafe reports whether s is non-empty and made of letters, digits, '.',
+// hostLabelSafe reports whether s is non-empty and made of letters, digits, '.',
 // '-' and '_'.
-func hostSafe(s string) bool {
+func hostLabelSafe(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -453,9 +453,9 @@ func hostSafe(s string) bool {
 	return true
 }
 
-// bearerToken returns the token of an Authorization header value of the
+// subscriptionBearerToken returns the token of an Authorization header value of the
 // Bearer scheme (the scheme's case does not matter), or "".
-func bearerToken(header string) string {
+func subscriptionBearerToken(header string) string {
 	const scheme = "bearer "
 	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
 		return ""
@@ -463,10 +463,10 @@ func bearerToken(header string) string {
 	return strings.TrimSpace(header[len(scheme):])
 }
 
-// acceptsHTML reports whether a client sending these Accept header values
+// prefersHTML reports whether a client sending these Accept header values
 // prefers an HTML page to JSON: text/html is acceptable and weighs at least
 // as much as any media range that matches application/json.
-func acceptsHTML(accept []string) bool {
+func prefersHTML(accept []string) bool {
 	var qHTML, qJSON float64 = 0, -1
 	for _, value := range accept {
 		for part := range strings.SplitSeq(value, ",") {

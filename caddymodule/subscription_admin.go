@@ -66,7 +66,7 @@ func forgetSubscriptions(w http.ResponseWriter, r *http.Request) error {
 	}
 	forgotten := 0
 	subscriptionCaches.Range(func(_, v any) bool {
-		if c, ok := v.(sharedCache); ok {
+		if c, ok := v.(subscriptionSharedCache); ok {
 			forgotten += c.Forget(org)
 		}
 		return true

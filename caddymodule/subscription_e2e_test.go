@@ -38,14 +38,14 @@ func (testVerifyOrganization) CaddyModule() caddy.ModuleInfo {
 }
 
 func (testVerifyOrganization) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	setVerified(r, &Verified{Token: bearerToken(r.Header.Get("Authorization")), Organization: r.Header.Get("X-Test-Organization")})
+	setVerified(r, &Verified{Token: subscriptionBearerToken(r.Header.Get("Authorization")), Organization: r.Header.Get("X-Test-Organization")})
 	return next.ServeHTTP(w, r)
 }
 
-// tokenService is the service stand-in of the end-to-end tests: it answers
+// subscriptionTokenService is the service stand-in of the end-to-end tests: it answers
 // by the token it is sent, so that each token is an organization in a
 // known state, and answers 503 for everything while down.
-type tokenService struct {
+type subscriptionTokenService struct {
 	*httptest.Server
 	down    atomic.Bool
 	delay   time.Duration
@@ -57,9 +57,9 @@ type tokenService struct {
 	}
 }
 
-func newTokenService(t *testing.T) *tokenService {
+func newSubscriptionTokenService(t *testing.T) *subscriptionTokenService {
 	t.Helper()
-	s := &tokenService{answers: map[string]struct {
+	s := &subscriptionTokenService{answers: map[string]struct {
 		status int
 		body   string
 	}{}}
@@ -90,7 +90,7 @@ func newTokenService(t *testing.T) *tokenService {
 	return s
 }
 
-func (s *tokenService) set(token string, status int, body string) {
+func (s *subscriptionTokenService) set(token string, status int, body string) {
 	s.mu.Lock()
 	s.answers[token] = struct {
 		status int
@@ -99,8 +99,8 @@ func (s *tokenService) set(token string, status int, body string) {
 	s.mu.Unlock()
 }
 
-// e2eApp is the app behind Caddy: it counts the requests that reach it.
-func e2eApp(t *testing.T) (*httptest.Server, *atomic.Int64) {
+// subscriptionApp is the app behind Caddy: it counts the requests that reach it.
+func subscriptionApp(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	n := new(atomic.Int64)
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +112,7 @@ func e2eApp(t *testing.T) (*httptest.Server, *atomic.Int64) {
 }
 
 // do sends a GET through the test Caddy.
-func do(t *testing.T, client *http.Client, path, token string, header ...string) (*http.Response, string) {
+func subscriptionGet(t *testing.T, client *http.Client, path, token string, header ...string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, e2eURL(path), nil)
 	if err != nil {
@@ -152,19 +152,19 @@ localhost:{port} {
 }
 
 func TestE2ESubscriptionStates(t *testing.T) {
-	svc := newTokenService(t)
+	svc := newSubscriptionTokenService(t)
 	svc.set("active", 200, `{"expires":"2099-01-01 00:00:00"}`)
 	svc.set("unpaid", 402, `{"subscribe_link":"https://service.example/checkout?app=my-app&x=<1>"}`)
 	svc.set("missing", 404, ``)
 	svc.set("unknown-app", 400, `{"message":"app identifier not found"}`)
 	svc.set("ended", 200, `{"expires":"2020-01-01 00:00:00"}`)
-	app, reached := e2eApp(t)
+	app, reached := subscriptionApp(t)
 	tester := startCaddy(t, subscriptionSite(svc.URL, app.URL, "realm my-app"))
 	client := tester.Client
 
 	// Active, twice: one query.
 	for i := 0; i < 2; i++ {
-		resp, body := do(t, client, "/api/projects", "active")
+		resp, body := subscriptionGet(t, client, "/api/projects", "active")
 		if resp.StatusCode != 200 || body != "app says hello" {
 			t.Fatalf("active: %d %q", resp.StatusCode, body)
 		}
@@ -174,7 +174,7 @@ func TestE2ESubscriptionStates(t *testing.T) {
 	}
 
 	// Unpaid, JSON.
-	resp, body := do(t, client, "/api/projects", "unpaid", "Accept", "application/json")
+	resp, body := subscriptionGet(t, client, "/api/projects", "unpaid", "Accept", "application/json")
 	if resp.StatusCode != 402 || resp.Header.Get("Location") != "https://service.example/checkout?app=my-app&x=<1>" {
 		t.Fatalf("unpaid: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -189,7 +189,7 @@ func TestE2ESubscriptionStates(t *testing.T) {
 	}
 
 	// Unpaid, HTML for a browser; the link is escaped.
-	resp, body = do(t, client, "/api/projects", "unpaid", "Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	resp, body = subscriptionGet(t, client, "/api/projects", "unpaid", "Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
 	if resp.StatusCode != 402 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("unpaid HTML: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
@@ -199,27 +199,27 @@ func TestE2ESubscriptionStates(t *testing.T) {
 
 	// Missing and unknown app: 403.
 	for _, tok := range []string{"missing", "unknown-app"} {
-		resp, body = do(t, client, "/api/projects", tok)
+		resp, body = subscriptionGet(t, client, "/api/projects", tok)
 		if resp.StatusCode != 403 || !strings.Contains(body, "no subscription for your organization") {
 			t.Fatalf("%s: %d %s", tok, resp.StatusCode, body)
 		}
 	}
 
 	// Ended: 402 without a link.
-	resp, body = do(t, client, "/api/projects", "ended")
+	resp, body = subscriptionGet(t, client, "/api/projects", "ended")
 	if resp.StatusCode != 402 || resp.Header.Get("Location") != "" || !strings.Contains(body, "ended") {
 		t.Fatalf("ended: %d %s", resp.StatusCode, body)
 	}
 
 	// A token the service does not know: 401 with a challenge.
-	resp, _ = do(t, client, "/api/projects", "stranger")
+	resp, _ = subscriptionGet(t, client, "/api/projects", "stranger")
 	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer realm="my-app", error="invalid_token"` {
 		t.Fatalf("stranger: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 
 	// No token at all: 401 without a query.
 	before := svc.queries.Load()
-	resp, _ = do(t, client, "/api/projects", "")
+	resp, _ = subscriptionGet(t, client, "/api/projects", "")
 	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer realm="my-app"` {
 		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
@@ -229,8 +229,8 @@ func TestE2ESubscriptionStates(t *testing.T) {
 
 	// Negative answers are cached: asking again sends no query.
 	before = svc.queries.Load()
-	do(t, client, "/api/projects", "unpaid")
-	do(t, client, "/api/projects", "missing")
+	subscriptionGet(t, client, "/api/projects", "unpaid")
+	subscriptionGet(t, client, "/api/projects", "missing")
 	if svc.queries.Load() != before {
 		t.Fatalf("%d queries for cached negative answers", svc.queries.Load()-before)
 	}
@@ -240,10 +240,10 @@ func TestE2ESubscriptionStates(t *testing.T) {
 }
 
 func TestE2ESubscriptionHandleErrors(t *testing.T) {
-	svc := newTokenService(t)
+	svc := newSubscriptionTokenService(t)
 	svc.set("unpaid", 402, `{"subscribe_link":"https://service.example/pay"}`)
 	svc.set("missing", 404, ``)
-	app, _ := e2eApp(t)
+	app, _ := subscriptionApp(t)
 	tester := startCaddy(t, fmt.Sprintf(`
 localhost:{port} {
 	route /api/* {
@@ -260,12 +260,12 @@ localhost:{port} {
 `, svc.URL, strings.TrimPrefix(app.URL, "http://")))
 
 	// The 402 is the handler's own answer, link included.
-	resp, body := do(t, tester.Client, "/api/x", "unpaid")
+	resp, body := subscriptionGet(t, tester.Client, "/api/x", "unpaid")
 	if resp.StatusCode != 402 || !strings.Contains(body, `"subscribe_link":"https://service.example/pay"`) {
 		t.Fatalf("unpaid with handle_errors: %d %s", resp.StatusCode, body)
 	}
 	// Other refusals go through handle_errors.
-	resp, body = do(t, tester.Client, "/api/x", "missing")
+	resp, body = subscriptionGet(t, tester.Client, "/api/x", "missing")
 	if resp.StatusCode != 403 || !strings.HasPrefix(body, "reshaped 403: ") {
 		t.Fatalf("missing with handle_errors: %d %s", resp.StatusCode, body)
 	}
@@ -284,13 +284,13 @@ func TestE2ESubscriptionOutage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.onError, func(t *testing.T) {
-			svc := newTokenService(t)
+			svc := newSubscriptionTokenService(t)
 			svc.set("known", 200, `{"expires":"2099-01-01 00:00:00"}`)
 			svc.set("new", 200, `{"expires":"2099-01-01 00:00:00"}`)
-			app, _ := e2eApp(t)
+			app, _ := subscriptionApp(t)
 			tester := startCaddy(t, subscriptionSite(svc.URL, app.URL, tt.onError+"\n\t\t\tmax_age 100ms\n\t\t\ttimeout 2s"))
 
-			if resp, body := do(t, tester.Client, "/api/x", "known"); resp.StatusCode != 200 {
+			if resp, body := subscriptionGet(t, tester.Client, "/api/x", "known"); resp.StatusCode != 200 {
 				t.Fatalf("before the outage: %d %s", resp.StatusCode, body)
 			}
 			if tt.closeService {
@@ -300,14 +300,14 @@ func TestE2ESubscriptionOutage(t *testing.T) {
 			}
 			time.Sleep(150 * time.Millisecond) // past max_age: the next request asks the service
 
-			resp, body := do(t, tester.Client, "/api/x", "known")
+			resp, body := subscriptionGet(t, tester.Client, "/api/x", "known")
 			if resp.StatusCode != tt.wantKnown {
 				t.Fatalf("known token in the outage: %d, want %d; %s", resp.StatusCode, tt.wantKnown, body)
 			}
 			if resp.StatusCode == 503 && !strings.Contains(body, "cannot be checked") {
 				t.Fatalf("503 body %s", body)
 			}
-			resp, body = do(t, tester.Client, "/api/x", "new")
+			resp, body = subscriptionGet(t, tester.Client, "/api/x", "new")
 			if resp.StatusCode != tt.wantNew {
 				t.Fatalf("new token in the outage: %d, want %d; %s", resp.StatusCode, tt.wantNew, body)
 			}
@@ -318,7 +318,7 @@ func TestE2ESubscriptionOutage(t *testing.T) {
 			if !tt.closeService {
 				// The service is back: the error was not cached.
 				svc.down.Store(false)
-				if resp, body := do(t, tester.Client, "/api/x", "new"); resp.StatusCode != 200 {
+				if resp, body := subscriptionGet(t, tester.Client, "/api/x", "new"); resp.StatusCode != 200 {
 					t.Fatalf("after the outage: %d %s", resp.StatusCode, body)
 				}
 			}
@@ -327,10 +327,10 @@ func TestE2ESubscriptionOutage(t *testing.T) {
 }
 
 func TestE2ESubscriptionForgetThroughAdminAPI(t *testing.T) {
-	svc := newTokenService(t)
+	svc := newSubscriptionTokenService(t)
 	svc.set("member-1", 402, `{"subscribe_link":"https://service.example/pay"}`)
 	svc.set("member-2", 402, `{"subscribe_link":"https://service.example/pay"}`)
-	app, _ := e2eApp(t)
+	app, _ := subscriptionApp(t)
 	tester := startCaddy(t, fmt.Sprintf(`
 localhost:{port} {
 	route /api/* {
@@ -346,13 +346,13 @@ localhost:{port} {
 `, svc.URL, strings.TrimPrefix(app.URL, "http://")))
 	org := "X-Test-Organization"
 
-	if resp, _ := do(t, tester.Client, "/api/x", "member-1", org, "acme"); resp.StatusCode != 402 {
+	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member-1", org, "acme"); resp.StatusCode != 402 {
 		t.Fatalf("unpaid organization: %d", resp.StatusCode)
 	}
 	// The organization pays; the cached 402 still holds for everyone in it.
 	svc.set("member-1", 200, `{"expires":"2099-01-01 00:00:00"}`)
 	svc.set("member-2", 200, `{"expires":"2099-01-01 00:00:00"}`)
-	if resp, _ := do(t, tester.Client, "/api/x", "member-2", org, "acme"); resp.StatusCode != 402 {
+	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member-2", org, "acme"); resp.StatusCode != 402 {
 		t.Fatalf("cached unpaid organization: %d", resp.StatusCode)
 	}
 	if svc.queries.Load() != 1 {
@@ -370,7 +370,7 @@ localhost:{port} {
 	if resp.StatusCode != 200 || string(body) != `{"organization":"acme","forgotten":1}` {
 		t.Fatalf("forget: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := do(t, tester.Client, "/api/x", "member-2", org, "acme"); resp.StatusCode != 200 {
+	if resp, body := subscriptionGet(t, tester.Client, "/api/x", "member-2", org, "acme"); resp.StatusCode != 200 {
 		t.Fatalf("after forgetting: %d %s", resp.StatusCode, body)
 	}
 
@@ -385,9 +385,9 @@ localhost:{port} {
 		t.Fatalf("forget by POST: %d %s", resp.StatusCode, body)
 	}
 	for _, r := range []*http.Request{
-		mustRequest(t, http.MethodDelete, admin, ""),
-		mustRequest(t, http.MethodPost, admin, `{"organization":`),
-		mustRequest(t, http.MethodGet, admin+"?organization=acme", ""),
+		subscriptionAdminRequest(t, http.MethodDelete, admin, ""),
+		subscriptionAdminRequest(t, http.MethodPost, admin, `{"organization":`),
+		subscriptionAdminRequest(t, http.MethodGet, admin+"?organization=acme", ""),
 	} {
 		resp, err := tester.Client.Do(r)
 		if err != nil {
@@ -400,7 +400,7 @@ localhost:{port} {
 	}
 }
 
-func mustRequest(t *testing.T, method, url, body string) *http.Request {
+func subscriptionAdminRequest(t *testing.T, method, url, body string) *http.Request {
 	t.Helper()
 	r, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -413,10 +413,10 @@ func mustRequest(t *testing.T, method, url, body string) *http.Request {
 }
 
 func TestE2ESubscriptionOneQueryForConcurrentFirstRequests(t *testing.T) {
-	svc := newTokenService(t)
+	svc := newSubscriptionTokenService(t)
 	svc.delay = 200 * time.Millisecond
 	svc.set("member", 200, `{"expires":"2099-01-01 00:00:00"}`)
-	app, reached := e2eApp(t)
+	app, reached := subscriptionApp(t)
 	tester := startCaddy(t, fmt.Sprintf(`
 localhost:{port} {
 	route /api/* {
@@ -479,16 +479,16 @@ localhost:{port} {
 }
 
 func TestE2ESubscriptionCacheSurvivesReload(t *testing.T) {
-	svc := newTokenService(t)
+	svc := newSubscriptionTokenService(t)
 	svc.set("member", 200, `{"expires":"2099-01-01 00:00:00"}`)
-	app, _ := e2eApp(t)
+	app, _ := subscriptionApp(t)
 	tester := startCaddy(t, subscriptionSite(svc.URL, app.URL, "cache_size 777"))
-	if resp, _ := do(t, tester.Client, "/api/x", "member"); resp.StatusCode != 200 {
+	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member"); resp.StatusCode != 200 {
 		t.Fatalf("before the reload: %d", resp.StatusCode)
 	}
 	// A new config with the same cache size: the cache and its answer stay.
 	tester = startCaddy(t, subscriptionSite(svc.URL, app.URL, "cache_size 777\n\t\t\ttimeout 3s"))
-	if resp, _ := do(t, tester.Client, "/api/x", "member"); resp.StatusCode != 200 {
+	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member"); resp.StatusCode != 200 {
 		t.Fatalf("after the reload: %d", resp.StatusCode)
 	}
 	if n := svc.queries.Load(); n != 1 {

@@ -19,9 +19,9 @@ import (
 	"github.com/servicegate/servicegate/subscription"
 )
 
-// fakeService is an httptest stand-in of the service's subscription query,
+// subscriptionService is an httptest stand-in of the service's subscription query,
 // answering with whatever the test last set.
-type fakeService struct {
+type subscriptionService struct {
 	*httptest.Server
 	mu      sync.Mutex
 	status  int
@@ -31,9 +31,9 @@ type fakeService struct {
 	queries atomic.Int64
 }
 
-func newFakeService(t *testing.T, status int, body string) *fakeService {
+func newSubscriptionService(t *testing.T, status int, body string) *subscriptionService {
 	t.Helper()
-	s := &fakeService{status: status, body: body}
+	s := &subscriptionService{status: status, body: body}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.queries.Add(1)
 		s.mu.Lock()
@@ -52,13 +52,13 @@ func newFakeService(t *testing.T, status int, body string) *fakeService {
 }
 
 // answer changes what the service answers from now on.
-func (s *fakeService) answer(status int, body string) {
+func (s *subscriptionService) answer(status int, body string) {
 	s.mu.Lock()
 	s.status, s.body = status, body
 	s.mu.Unlock()
 }
 
-func (s *fakeService) lastAuth() string {
+func (s *subscriptionService) lastAuth() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.auth) == 0 {
@@ -95,18 +95,18 @@ func subscriptionRequest(auth, accept string) *http.Request {
 	return r
 }
 
-// upstream is the next handler: it records that the request got through.
-type upstream struct{ calls atomic.Int64 }
+// subscriptionUpstream is the next handler: it records that the request got through.
+type subscriptionUpstream struct{ calls atomic.Int64 }
 
-func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+func (u *subscriptionUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	u.calls.Add(1)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte("app"))
 	return nil
 }
 
-// counterValue reads a counter.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
+// subscriptionCounter reads a counter.
+func subscriptionCounter(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
 	if err := c.Write(&m); err != nil {
@@ -115,8 +115,8 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// withErrorRoutes puts a server with handle_errors routes in r's context.
-func withErrorRoutes(r *http.Request) *http.Request {
+// subscriptionWithErrorRoutes puts a server with handle_errors routes in r's context.
+func subscriptionWithErrorRoutes(r *http.Request) *http.Request {
 	srv := &caddyhttp.Server{Errors: &caddyhttp.HTTPErrorConfig{Routes: caddyhttp.RouteList{{}}}}
 	return r.WithContext(context.WithValue(r.Context(), caddyhttp.ServerCtxKey, srv))
 }
@@ -158,13 +158,13 @@ func TestSubscriptionAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			svc := newFakeService(t, tt.status, tt.body)
+			svc := newSubscriptionService(t, tt.status, tt.body)
 			h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL, OnError: tt.onError}
 			if tt.onError == "stale" {
 				h.StaleGrace = caddy.Duration(time.Hour)
 			}
 			provisionSubscription(t, h)
-			next := new(upstream)
+			next := new(subscriptionUpstream)
 			rec := httptest.NewRecorder()
 			if err := h.ServeHTTP(rec, subscriptionRequest("Bearer tok-"+tt.name, tt.accept), next); err != nil {
 				t.Fatalf("ServeHTTP: %v", err)
@@ -210,12 +210,12 @@ func TestSubscriptionAnswers(t *testing.T) {
 }
 
 func TestSubscriptionNoToken(t *testing.T) {
-	svc := newFakeService(t, 200, `{"expires":"2099-01-01 00:00:00"}`)
+	svc := newSubscriptionService(t, 200, `{"expires":"2099-01-01 00:00:00"}`)
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL, Realm: "my app"}
 	provisionSubscription(t, h)
 	for _, auth := range []string{"", "Basic dXNlcjpwYXNz", "Bearer ", "Bearer"} {
 		rec := httptest.NewRecorder()
-		next := new(upstream)
+		next := new(subscriptionUpstream)
 		if err := h.ServeHTTP(rec, subscriptionRequest(auth, ""), next); err != nil {
 			t.Fatal(err)
 		}
@@ -232,14 +232,14 @@ func TestSubscriptionNoToken(t *testing.T) {
 }
 
 func TestSubscriptionWithErrorRoutes(t *testing.T) {
-	svc := newFakeService(t, 402, `{"subscribe_link":"https://service.example/pay"}`)
+	svc := newSubscriptionService(t, 402, `{"subscribe_link":"https://service.example/pay"}`)
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
 	provisionSubscription(t, h)
 
 	// 402 is written by the handler even when handle_errors exists.
 	rec := httptest.NewRecorder()
-	r := withErrorRoutes(subscriptionRequest("Bearer a", ""))
-	if err := h.ServeHTTP(rec, r, new(upstream)); err != nil {
+	r := subscriptionWithErrorRoutes(subscriptionRequest("Bearer a", ""))
+	if err := h.ServeHTTP(rec, r, new(subscriptionUpstream)); err != nil {
 		t.Fatalf("402 returned %v, want it written", err)
 	}
 	if rec.Code != 402 || !strings.Contains(rec.Body.String(), "https://service.example/pay") {
@@ -253,7 +253,7 @@ func TestSubscriptionWithErrorRoutes(t *testing.T) {
 	// Other refusals go to handle_errors.
 	svc.answer(404, "")
 	rec = httptest.NewRecorder()
-	err := h.ServeHTTP(rec, withErrorRoutes(subscriptionRequest("Bearer b", "")), new(upstream))
+	err := h.ServeHTTP(rec, subscriptionWithErrorRoutes(subscriptionRequest("Bearer b", "")), new(subscriptionUpstream))
 	var he caddyhttp.HandlerError
 	if !errors.As(err, &he) || he.StatusCode != 403 {
 		t.Fatalf("error %v, want a 403 HandlerError", err)
@@ -261,19 +261,19 @@ func TestSubscriptionWithErrorRoutes(t *testing.T) {
 }
 
 func TestSubscriptionCachesPerTokenWithoutServiceAuth(t *testing.T) {
-	svc := newFakeService(t, 200, `{"expires":"2099-01-01 00:00:00"}`)
+	svc := newSubscriptionService(t, 200, `{"expires":"2099-01-01 00:00:00"}`)
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
 	ctx := provisionSubscription(t, h)
 	for _, tok := range []string{"a", "b", "a", "b", "a"} {
 		rec := httptest.NewRecorder()
-		if err := h.ServeHTTP(rec, subscriptionRequest("bearer "+tok, ""), new(upstream)); err != nil || rec.Code != 200 {
+		if err := h.ServeHTTP(rec, subscriptionRequest("bearer "+tok, ""), new(subscriptionUpstream)); err != nil || rec.Code != 200 {
 			t.Fatalf("status %d, %v", rec.Code, err)
 		}
 	}
 	if n := svc.queries.Load(); n != 2 {
 		t.Fatalf("%d queries, want one per token", n)
 	}
-	if got := counterValue(t, subscriptionQueriesBy[subscription.Active]); got < 2 {
+	if got := subscriptionCounter(t, subscriptionQueriesBy[subscription.Active]); got < 2 {
 		t.Fatalf("queries_total{answer=active} = %v", got)
 	}
 	families, err := ctx.GetMetricsRegistry().Gather()
@@ -295,14 +295,14 @@ func TestSubscriptionCachesPerTokenWithoutServiceAuth(t *testing.T) {
 }
 
 func TestSubscriptionCachesPerVerifiedOrganization(t *testing.T) {
-	svc := newFakeService(t, 402, `{"subscribe_link":"https://service.example/pay"}`)
+	svc := newSubscriptionService(t, 402, `{"subscribe_link":"https://service.example/pay"}`)
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
 	provisionSubscription(t, h)
 	serve := func(token, org string) int {
 		r := subscriptionRequest("Bearer unverified-header-token", "")
 		setVerified(r, &Verified{Token: token, Organization: org})
 		rec := httptest.NewRecorder()
-		if err := h.ServeHTTP(rec, r, new(upstream)); err != nil {
+		if err := h.ServeHTTP(rec, r, new(subscriptionUpstream)); err != nil {
 			t.Fatal(err)
 		}
 		return rec.Code
@@ -339,12 +339,12 @@ func TestSubscriptionStaleGrace(t *testing.T) {
 	t.Cleanup(func() { subscriptionNow = time.Now })
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 
-	svc := newFakeService(t, 200, `{"expires":"2030-01-01 01:00:00"}`)
+	svc := newSubscriptionService(t, 200, `{"expires":"2030-01-01 01:00:00"}`)
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL, OnError: "stale", StaleGrace: caddy.Duration(10 * time.Minute)}
 	provisionSubscription(t, h)
 	serve := func() int {
 		rec := httptest.NewRecorder()
-		if err := h.ServeHTTP(rec, subscriptionRequest("Bearer x", ""), new(upstream)); err != nil {
+		if err := h.ServeHTTP(rec, subscriptionRequest("Bearer x", ""), new(subscriptionUpstream)); err != nil {
 			t.Fatal(err)
 		}
 		return rec.Code
@@ -373,7 +373,7 @@ func TestSubscriptionStaleGrace(t *testing.T) {
 }
 
 func TestSubscriptionDynamicBaseURL(t *testing.T) {
-	svc := newFakeService(t, 200, `{"expires":"2099-01-01 00:00:00"}`)
+	svc := newSubscriptionService(t, 200, `{"expires":"2099-01-01 00:00:00"}`)
 	// The organization becomes a host label; localhost resolves in tests
 	// through the literal base below, so the organization goes in the path
 	// prefix position of a placeholder test instead.
@@ -393,7 +393,7 @@ func TestSubscriptionDynamicBaseURL(t *testing.T) {
 		r := subscriptionRequest("Bearer t", "")
 		caddyhttp.SetVar(r.Context(), "org_host", tt.host)
 		rec := httptest.NewRecorder()
-		if err := h.ServeHTTP(rec, r, new(upstream)); err != nil {
+		if err := h.ServeHTTP(rec, r, new(subscriptionUpstream)); err != nil {
 			t.Fatal(err)
 		}
 		if rec.Code != tt.want {
@@ -440,7 +440,7 @@ func TestSubscriptionProvisionAndValidate(t *testing.T) {
 	}
 }
 
-func TestAcceptsHTML(t *testing.T) {
+func TestSubscriptionPrefersHTML(t *testing.T) {
 	tests := []struct {
 		accept string
 		want   bool
@@ -459,25 +459,25 @@ func TestAcceptsHTML(t *testing.T) {
 		{"text/html ; q=0.7, */*;q=0.1", true},
 	}
 	for _, tt := range tests {
-		if got := acceptsHTML([]string{tt.accept}); got != tt.want {
-			t.Errorf("acceptsHTML(%q) = %v, want %v", tt.accept, got, tt.want)
+		if got := prefersHTML([]string{tt.accept}); got != tt.want {
+			t.Errorf("prefersHTML(%q) = %v, want %v", tt.accept, got, tt.want)
 		}
 	}
 }
 
-func FuzzAcceptsHTML(f *testing.F) {
+func FuzzSubscriptionPrefersHTML(f *testing.F) {
 	f.Add("text/html,application/xhtml+xml,*/*;q=0.8")
 	f.Add("application/json;q=0.9, text/html;q=")
 	f.Add(";;,,q=1")
 	f.Fuzz(func(t *testing.T, accept string) {
-		got := acceptsHTML([]string{accept})
+		got := prefersHTML([]string{accept})
 		if got && !strings.Contains(strings.ToLower(accept), "text/html") {
 			t.Fatalf("HTML chosen for %q", accept)
 		}
 	})
 }
 
-func TestBearerToken(t *testing.T) {
+func TestSubscriptionBearerToken(t *testing.T) {
 	tests := map[string]string{
 		"Bearer abc":     "abc",
 		"bearer abc":     "abc",
@@ -490,18 +490,18 @@ func TestBearerToken(t *testing.T) {
 		"Token x Bearer": "",
 	}
 	for in, want := range tests {
-		if got := bearerToken(in); got != want {
-			t.Errorf("bearerToken(%q) = %q, want %q", in, got, want)
+		if got := subscriptionBearerToken(in); got != want {
+			t.Errorf("subscriptionBearerToken(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
 
-func FuzzBearerToken(f *testing.F) {
+func FuzzSubscriptionBearerToken(f *testing.F) {
 	f.Add("Bearer abc")
 	f.Add("bearer ")
 	f.Add("Basic x")
 	f.Fuzz(func(t *testing.T, header string) {
-		tok := bearerToken(header)
+		tok := subscriptionBearerToken(header)
 		if tok != "" && !strings.Contains(header, tok) {
 			t.Fatalf("token %q not from %q", tok, header)
 		}
@@ -511,12 +511,12 @@ func FuzzBearerToken(f *testing.F) {
 	})
 }
 
-func FuzzHostSafe(f *testing.F) {
+func FuzzSubscriptionHostLabelSafe(f *testing.F) {
 	f.Add("acme")
 	f.Add("evil.example/x")
 	f.Add("a@b")
 	f.Fuzz(func(t *testing.T, s string) {
-		if !hostSafe(s) {
+		if !hostLabelSafe(s) {
 			return
 		}
 		if strings.ContainsAny(s, "/?#@:[] \\%") || s == "" {
@@ -528,7 +528,7 @@ func FuzzHostSafe(f *testing.F) {
 // BenchmarkSubscriptionHit is the hot path: a cached active answer for a
 // verified organization, and for a token when service_auth is absent.
 func BenchmarkSubscriptionHit(b *testing.B) {
-	svc := newFakeService(&testing.T{}, 200, `{"expires":"2099-01-01 00:00:00"}`)
+	svc := newSubscriptionService(&testing.T{}, 200, `{"expires":"2099-01-01 00:00:00"}`)
 	defer svc.Close()
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
 	provisionSubscription(b, h)
@@ -544,6 +544,20 @@ func BenchmarkSubscriptionHit(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = h.ServeHTTP(w, r, next)
+		}
+	})
+	b.Run("placeholder base URL", func(b *testing.B) {
+		hd := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: strings.Replace(svc.URL, "127.0.0.1", "{http.vars.org_host}", 1)}
+		provisionSubscription(b, hd)
+		r := subscriptionRequest("", "")
+		setVerified(r, &Verified{Token: "token", Organization: "acme"})
+		caddyhttp.SetVar(r.Context(), "org_host", "127.0.0.1")
+		if err := hd.ServeHTTP(w, r, next); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = hd.ServeHTTP(w, r, next)
 		}
 	})
 	b.Run("token", func(b *testing.B) {
@@ -575,7 +589,7 @@ func TestSubscriptionOneQueryFor1000ConcurrentMisses(t *testing.T) {
 	started.Add(callers)
 	done.Add(callers)
 	var through atomic.Int64
-	next := new(upstream)
+	next := new(subscriptionUpstream)
 	for i := 0; i < callers; i++ {
 		go func() {
 			defer done.Done()
