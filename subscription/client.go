@@ -124,7 +124,7 @@ func ValidateBaseURL(baseURL string) error {
 		return fmt.Errorf("%w: it has no host", ErrBaseURL)
 	case strings.HasPrefix(u.Hostname(), ".") || strings.Contains(u.Hostname(), ".."):
 		return fmt.Errorf("%w: host %q has an empty label", ErrBaseURL, u.Hostname())
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+	case strings.ContainsAny(baseURL, "?#"):
 		return fmt.Errorf("%w: it holds a query or a fragment", ErrBaseURL)
 	case u.Opaque != "":
 		return fmt.Errorf("%w: it is not a hierarchical URL", ErrBaseURL)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -215,8 +216,12 @@ func FuzzValidateBaseURL(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(q, "http://") && !strings.HasPrefix(q, "https://") {
-			t.Fatalf("query URL %q", q)
+		u, err := url.Parse(q)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			t.Fatalf("query URL %q from a valid base URL %q", q, s)
+		}
+		if !strings.HasSuffix(u.Path, "/api/v2/applications/app/subscription") || u.RawQuery != "" {
+			t.Fatalf("query URL %q from a valid base URL %q", q, s)
 		}
 	})
 }
