@@ -612,3 +612,29 @@ func TestSubscriptionOneQueryFor1000ConcurrentMisses(t *testing.T) {
 		t.Fatalf("%d requests let through, want %d", through.Load(), callers)
 	}
 }
+
+func TestSubscriptionQueryTimeout(t *testing.T) {
+	release := make(chan struct{})
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer svc.Close()
+	defer close(release)
+	for _, tt := range []struct {
+		onError string
+		want    int
+	}{{"", 503}, {"allow", 200}} {
+		h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL, Timeout: caddy.Duration(50 * time.Millisecond), OnError: tt.onError}
+		provisionSubscription(t, h)
+		rec := httptest.NewRecorder()
+		if err := h.ServeHTTP(rec, subscriptionRequest("Bearer slow-"+tt.onError, ""), new(subscriptionUpstream)); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != tt.want {
+			t.Fatalf("on_error %q: status %d after the query timed out, want %d", tt.onError, rec.Code, tt.want)
+		}
+	}
+}
