@@ -1,25 +1,132 @@
 package caddymodule
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"html"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/subscription"
 )
 
-func init() {
-	caddy.RegisterModule(ServiceSubscription{})
-	httpcaddyfile.RegisterHandlerDirective("service_subscription", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-		m := new(ServiceSubscription)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
-	})
-}
+// Defaults of service_subscription.
+const (
+	defaultSubscriptionNegativeTTL = 30 * time.Second
+	defaultSubscriptionTimeout     = 10 * time.Second
+	defaultSubscriptionCacheSize   = 10000
+	defaultSubscriptionRealm       = "service"
+)
 
-// ServiceSubscription is the service_subscription handler. Not implemented yet.
-type ServiceSubscription struct{}
+// The on_error policies.
+const (
+	onErrorDeny  = "deny"
+	onErrorAllow = "allow"
+	onErrorStale = "stale"
+)
+
+// subscriptionNow is the clock of service_subscription; tests move it.
+var subscriptionNow = time.Now
+
+// subscriptionCaches holds the subscription caches, one per cache size,
+// shared by every handler of that size and kept across config reloads (the
+// new config takes its reference before the old one lets go).
+var subscriptionCaches = caddy.NewUsagePool()
+
+// subscriptionSharedCache is a subscription cache held in subscriptionCaches.
+type subscriptionSharedCache struct{ *subscription.Cache }
+
+// Destruct lets the cache go; it holds no resources besides memory.
+func (subscriptionSharedCache) Destruct() error { return nil }
+
+// ServiceSubscription asks the service whether the organization behind a
+// request's access token has paid for the app, and lets the request through
+// only when it has. Answers are cached: an active subscription until its
+// expires date (or max_age), an unpaid or missing one for negative_ttl.
+//
+// The token and organization come from service_auth when it ran before this
+// handler; otherwise the token is taken from the Authorization header and
+// answers are cached per token. An unpaid organization gets 402 with the
+// subscribe link (JSON, or a small HTML page for browsers), an app without a
+// subscription for the organization 403, a token the service refuses 401.
+// When the service cannot answer, on_error decides.
+type ServiceSubscription struct {
+	// AppIdentifier is the app's identifier in the service, as used in
+	// the subscription query path. Required. {env.*} and {file.*}
+	// placeholders are resolved when the config loads.
+	AppIdentifier string `json:"app_identifier,omitempty"`
+
+	// BaseURL is the service API base address, e.g.
+	// https://api.service.example. Required. It may hold request
+	// placeholders, e.g. https://{http.service.organization}.api.service.example
+	// for the enterprise edition; their values must be non-empty and
+	// made of letters, digits, '.', '-' and '_', and the expanded URL
+	// must be http(s) with a host and no user info, or the request is
+	// refused without a query. Only use placeholders whose values are
+	// verified (set by service_auth): whoever controls base_url decides
+	// whom the token is sent to and what the answer is.
+	BaseURL string `json:"base_url,omitempty"`
+
+	// NegativeTTL is how long unpaid (402) and missing (400, 404) answers
+	// are cached. Default 30s.
+	NegativeTTL caddy.Duration `json:"negative_ttl,omitempty"`
+
+	// Timeout bounds one subscription query. Default 10s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// OnError says what happens to a request when the service cannot give
+	// a usable answer (unreachable, timeout, 5xx, unexpected status,
+	// unreadable body): "deny" answers 503 (the default), "allow" lets
+	// the request through, "stale" lets it through when the
+	// organization's last active answer lapsed less than StaleGrace ago
+	// and answers 503 otherwise.
+	OnError string `json:"on_error,omitempty"`
+
+	// StaleGrace is how long after it lapsed an active answer is still
+	// trusted while the service cannot answer. Required with on_error
+	// "stale".
+	StaleGrace caddy.Duration `json:"stale_grace,omitempty"`
+
+	// MaxAge caps how long an active answer is trusted before the service
+	// is asked again, even when expires is later. Default: until expires.
+	MaxAge caddy.Duration `json:"max_age,omitempty"`
+
+	// CacheSize is the most answers kept; when full, the least recently
+	// used goes. Handlers with the same size share one cache. Default
+	// 10000.
+	CacheSize int `json:"cache_size,omitempty"`
+
+	// TimeZone is the IANA time zone of expires dates written without an
+	// offset ("YYYY-MM-DD HH:MM:SS"). Default UTC.
+	TimeZone string `json:"time_zone,omitempty"`
+
+	// Realm is the realm of the WWW-Authenticate challenge sent with 401
+	// answers. Default "service".
+	Realm string `json:"realm,omitempty"`
+
+	app         string
+	base        string // BaseURL with config-time placeholders resolved
+	dynamicBase bool   // base holds request placeholders
+	policy      subscription.Policy
+	onError     string
+	staleGrace  time.Duration
+	challenge   string // WWW-Authenticate value without a token
+	badToken    string // WWW-Authenticate value for a refused token
+	cache       *subscription.Cache
+	cacheKey    int
+	client      *subscription.Client
+	transport   *http.Transport
+	logger      *zap.Logger
+}
 
 // CaddyModule returns the Caddy module information.
 func (ServiceSubscription) CaddyModule() caddy.ModuleInfo {
@@ -29,27 +136,369 @@ func (ServiceSubscription) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision refuses to load: the handler is not implemented yet.
-func (*ServiceSubscription) Provision(caddy.Context) error {
-	return errors.New("service_subscription: not implemented yet")
-}
-
-// ServeHTTP passes the request on.
-func (*ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return next.ServeHTTP(w, r)
-}
-
-// UnmarshalCaddyfile accepts the directive and skips its block.
-func (*ServiceSubscription) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	for d.Next() {
-		for d.NextBlock(0) {
+// Provision resolves config-time placeholders, applies defaults and takes
+// the shared cache.
+func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
+	// Caddy validates after provisioning; an empty base_url would fail
+	// below with a less helpful message.
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	h.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	h.app = repl.ReplaceKnown(h.AppIdentifier, "")
+	h.base = repl.ReplaceKnown(h.BaseURL, "")
+	h.dynamicBase = strings.ContainsAny(h.base, "{}")
+	if !h.dynamicBase {
+		if err := subscription.ValidateBaseURL(h.base); err != nil {
+			return fmt.Errorf("service_subscription base_url: %w", err)
 		}
+	}
+
+	h.policy = subscription.Policy{
+		NegativeTTL: time.Duration(h.NegativeTTL),
+		Timeout:     time.Duration(h.Timeout),
+		MaxAge:      time.Duration(h.MaxAge),
+	}
+	if h.policy.NegativeTTL == 0 {
+		h.policy.NegativeTTL = defaultSubscriptionNegativeTTL
+	}
+	if h.policy.Timeout == 0 {
+		h.policy.Timeout = defaultSubscriptionTimeout
+	}
+	h.onError = h.OnError
+	if h.onError == "" {
+		h.onError = onErrorDeny
+	}
+	h.staleGrace = time.Duration(h.StaleGrace)
+
+	realm := h.Realm
+	if realm == "" {
+		realm = defaultSubscriptionRealm
+	}
+	h.challenge = `Bearer realm="` + realm + `"`
+	h.badToken = h.challenge + `, error="invalid_token"`
+
+	loc := time.UTC
+	if h.TimeZone != "" {
+		var err error
+		if loc, err = time.LoadLocation(h.TimeZone); err != nil {
+			return fmt.Errorf("service_subscription time_zone: %w", err)
+		}
+	}
+	h.transport = http.DefaultTransport.(*http.Transport).Clone()
+	h.client = &subscription.Client{
+		HTTP: &http.Client{
+			Transport: h.transport,
+			// A redirect is an unusable answer; following it would
+			// send the token elsewhere.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		Location: loc,
+	}
+
+	h.cacheKey = h.CacheSize
+	if h.cacheKey <= 0 {
+		h.cacheKey = defaultSubscriptionCacheSize
+	}
+	size := h.cacheKey
+	v, _, err := subscriptionCaches.LoadOrNew(size, func() (caddy.Destructor, error) {
+		return subscriptionSharedCache{subscription.NewCache(size, func() time.Time { return subscriptionNow() })}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("service_subscription cache: %w", err)
+	}
+	h.cache = v.(subscriptionSharedCache).Cache
+
+	registerSubscriptionMetrics(ctx.GetMetricsRegistry())
+	return nil
+}
+
+// Validate checks the config.
+func (h *ServiceSubscription) Validate() error {
+	switch {
+	case h.AppIdentifier == "":
+		return errors.New("service_subscription: app_identifier is required")
+	case h.BaseURL == "":
+		return errors.New("service_subscription: base_url is required")
+	case h.NegativeTTL < 0, h.Timeout < 0, h.MaxAge < 0, h.StaleGrace < 0:
+		return errors.New("service_subscription: durations must not be negative")
+	case h.CacheSize < 0:
+		return errors.New("service_subscription: cache_size must not be negative")
+	case strings.ContainsAny(h.Realm, "\"\\\r\n"):
+		return errors.New(`service_subscription: realm must not hold '"', '\' or line breaks`)
+	}
+	switch h.OnError {
+	case "", onErrorDeny, onErrorAllow:
+		if h.StaleGrace != 0 {
+			return errors.New(`service_subscription: stale_grace is only used with on_error "stale"`)
+		}
+	case onErrorStale:
+		if h.StaleGrace <= 0 {
+			return errors.New(`service_subscription: on_error "stale" needs a grace period above zero`)
+		}
+	default:
+		return fmt.Errorf(`service_subscription: on_error %q is not one of deny, allow, stale`, h.OnError)
 	}
 	return nil
 }
 
+// Cleanup lets go of the shared cache and closes idle connections.
+func (h *ServiceSubscription) Cleanup() error {
+	if h.transport != nil {
+		h.transport.CloseIdleConnections()
+	}
+	if h.cache != nil {
+		_, _ = subscriptionCaches.Delete(h.cacheKey)
+	}
+	return nil
+}
+
+// ServeHTTP lets the request through when the organization's subscription
+// is active, and answers it otherwise.
+func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	var token, org string
+	if v, ok := verifiedFrom(r); ok {
+		token, org = v.Token, v.Organization
+	} else {
+		token = subscriptionBearerToken(r.Header.Get("Authorization"))
+	}
+	if token == "" {
+		w.Header().Set("WWW-Authenticate", h.challenge)
+		return refuse(w, r, http.StatusUnauthorized, "Sign in to use this app: the request carries no access token.")
+	}
+
+	base := h.base
+	if h.dynamicBase {
+		var err error
+		if base, err = h.expandBase(r); err != nil {
+			h.logger.Warn("subscription query not sent: the service address is not usable for this request",
+				zap.String("organization", org), zap.Error(err))
+			return refuse(w, r, http.StatusForbidden, "The subscription of your organization cannot be checked: the service address for it is not valid.")
+		}
+	}
+
+	key := subscription.Key{BaseURL: base, App: h.app, Organization: org}
+	if org == "" {
+		key.Token = subscription.TokenHash(token)
+	}
+	if a, ok := h.cache.Lookup(key); ok {
+		subscriptionCacheHits.Inc()
+		if a.Status == subscription.Active {
+			// Lookup trusts an active answer only before it expires.
+			return next.ServeHTTP(w, r)
+		}
+		return h.refuseAnswer(w, r, a)
+	}
+	subscriptionCacheMisses.Inc()
+
+	a, err := h.cache.Resolve(r.Context(), key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
+		return h.query(ctx, base, org, token)
+	})
+	if err != nil {
+		return h.serviceFailed(w, r, next, key, err)
+	}
+	if a.ActiveAt(subscriptionNow()) {
+		return next.ServeHTTP(w, r)
+	}
+	return h.refuseAnswer(w, r, a)
+}
+
+// query sends one subscription query, counting and timing it. It runs once
+// for all the requests waiting on the same key.
+func (h *ServiceSubscription) query(ctx context.Context, base, org, token string) (subscription.Answer, error) {
+	start := time.Now()
+	a, err := h.client.Query(ctx, base, h.app, token)
+	subscriptionQueryDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		subscriptionQueryErrors.Inc()
+		h.logger.Error("subscription query failed",
+			zap.String("organization", org),
+			zap.Bool("keyed_by_token", org == ""),
+			zap.String("app_identifier", h.app),
+			zap.Error(err))
+		return a, err
+	}
+	subscriptionQueriesBy[a.Status].Inc()
+	h.logger.Debug("subscription answer",
+		zap.String("organization", org),
+		zap.Bool("keyed_by_token", org == ""),
+		zap.String("app_identifier", h.app),
+		zap.Stringer("answer", a.Status),
+		zap.Time("expires", a.Expires),
+		zap.String("message", a.Message))
+	return a, nil
+}
+
+// serviceFailed applies on_error to a request whose subscription the
+// service could not answer.
+func (h *ServiceSubscription) serviceFailed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, key subscription.Key, err error) error {
+	if r.Context().Err() != nil {
+		// The client went away while waiting; nobody reads an answer.
+		return caddyhttp.Error(499, err)
+	}
+	switch h.onError {
+	case onErrorAllow:
+		return next.ServeHTTP(w, r)
+	case onErrorStale:
+		if _, ok := h.cache.Stale(key, h.staleGrace); ok {
+			h.logger.Info("service unavailable: trusting the lapsed active subscription",
+				zap.String("organization", key.Organization))
+			return next.ServeHTTP(w, r)
+		}
+	}
+	w.Header().Set("Retry-After", "30")
+	return refuse(w, r, http.StatusServiceUnavailable, "The subscription of your organization cannot be checked right now. Try again in a moment.")
+}
+
+// refuseAnswer answers a request whose subscription is not active.
+func (h *ServiceSubscription) refuseAnswer(w http.ResponseWriter, r *http.Request, a subscription.Answer) error {
+	switch a.Status {
+	case subscription.Unpaid:
+		writePaymentRequired(w, r, "Your organization has not subscribed to this app. Subscribe to continue.", a.SubscribeLink)
+		return nil
+	case subscription.Active:
+		// An active answer whose expires date has passed.
+		writePaymentRequired(w, r, "The subscription of your organization to this app has ended. Renew it to continue.", "")
+		return nil
+	case subscription.Unauthorized:
+		w.Header().Set("WWW-Authenticate", h.badToken)
+		return refuse(w, r, http.StatusUnauthorized, "The service did not accept your access token. Sign in again.")
+	default:
+		return refuse(w, r, http.StatusForbidden, "This app has no subscription for your organization. Ask an organization admin to add one.")
+	}
+}
+
+// paymentRequiredBody is the JSON answer to an unpaid organization.
+type paymentRequiredBody struct {
+	Error struct {
+		Message string `json:"message"`
+	} `json:"error"`
+	SubscribeLink string `json:"subscribe_link,omitempty"`
+}
+
+// writePaymentRequired writes the 402 answer: always written here (not
+// left to handle_errors) so that the link reaches the person. link is an
+// absolute http(s) URL or empty.
+func writePaymentRequired(w http.ResponseWriter, r *http.Request, message, link string) {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.service.subscribe_link", link)
+	}
+	if link != "" {
+		w.Header().Set("Location", link)
+	}
+	if !prefersHTML(r.Header.Values("Accept")) {
+		var b paymentRequiredBody
+		b.Error.Message = message
+		b.SubscribeLink = link
+		out, _ := json.Marshal(b) // strings always marshal
+		writeJSON(w, http.StatusPaymentRequired, out)
+		return
+	}
+	var page strings.Builder
+	page.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>Subscription needed</title></head>\n<body>\n<h1>Subscription needed</h1>\n<p>")
+	page.WriteString(html.EscapeString(message))
+	page.WriteString("</p>\n")
+	if link != "" {
+		page.WriteString(`<p><a href="`)
+		page.WriteString(html.EscapeString(link))
+		page.WriteString(`">Subscribe</a></p>` + "\n")
+	}
+	page.WriteString("</body>\n</html>\n")
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Content-Length", strconv.Itoa(page.Len()))
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusPaymentRequired)
+	_, _ = w.Write([]byte(page.String()))
+}
+
+// expandBase expands the request placeholders of base_url and validates the
+// result. Each value must be a non-empty run of host-name characters, so a
+// value can neither move the query to another host nor into the path.
+func (h *ServiceSubscription) expandBase(r *http.Request) (string, error) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return "", errors.New("no replacer in the request context")
+	}
+	base, err := repl.ReplaceFunc(h.base, func(variable string, val any) (any, error) {
+		s := caddy.ToString(val)
+		if !hostLabelSafe(s) {
+			return nil, fmt.Errorf("placeholder {%s} is empty or holds characters a host name cannot", variable)
+		}
+		return s, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := subscription.ValidateBaseURL(base); err != nil {
+		return "", err
+	}
+	return base, nil
+}
+
+// hostLabelSafe reports whether s is non-empty and made of letters, digits, '.',
+// '-' and '_'.
+func hostLabelSafe(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// subscriptionBearerToken returns the token of an Authorization header value of the
+// Bearer scheme (the scheme's case does not matter), or "".
+func subscriptionBearerToken(header string) string {
+	const scheme = "bearer "
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return ""
+	}
+	return strings.TrimSpace(header[len(scheme):])
+}
+
+// prefersHTML reports whether a client sending these Accept header values
+// prefers an HTML page to JSON: text/html is acceptable and weighs at least
+// as much as any media range that matches application/json.
+func prefersHTML(accept []string) bool {
+	var qHTML, qJSON float64 = 0, -1
+	for _, value := range accept {
+		for part := range strings.SplitSeq(value, ",") {
+			media, params, _ := strings.Cut(part, ";")
+			media = strings.ToLower(strings.TrimSpace(media))
+			q := 1.0
+			for p := range strings.SplitSeq(params, ";") {
+				name, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+				if ok && strings.EqualFold(strings.TrimSpace(name), "q") {
+					f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					if err != nil || f < 0 || f > 1 {
+						f = 0
+					}
+					q = f
+				}
+			}
+			switch media {
+			case "text/html":
+				qHTML = max(qHTML, q)
+			case "application/json", "application/*", "*/*":
+				qJSON = max(qJSON, q)
+			}
+		}
+	}
+	return qHTML > 0 && qHTML >= qJSON
+}
+
+// Interface guards.
 var (
 	_ caddy.Provisioner           = (*ServiceSubscription)(nil)
+	_ caddy.Validator             = (*ServiceSubscription)(nil)
+	_ caddy.CleanerUpper          = (*ServiceSubscription)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceSubscription)(nil)
 	_ caddyfile.Unmarshaler       = (*ServiceSubscription)(nil)
 )
