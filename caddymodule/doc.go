@@ -10,6 +10,7 @@
 //	http.handlers.service_auth
 //	http.handlers.service_subscription
 //	http.handlers.service_emulator
+//	admin.api.service_subscription (forget an organization's cached answer)
 //
 // and their Caddyfile directives, ordered so that a route runs
 // limits → webhook → auth → subscription → the rest without an `order`
