@@ -219,18 +219,22 @@ func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx 
 	}
 	rc := http.NewResponseController(w)
 	deadline, _ := ctx.Deadline()
-	if rc.SetReadDeadline(deadline) == nil {
-		// Lift it again once the body is in: the connection stays open
-		// for the answer and, between requests, for keep-alive.
-		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // set above on the same connection
-	}
+	deadlineSet := rc.SetReadDeadline(deadline) == nil
 	body := newRequestBody()
 	if r.ContentLength > 0 {
 		body.buf.Grow(int(r.ContentLength))
 	}
 	if err := limits.ReadBody(body.buf, r.Body, l.MaxRequestSize); err != nil {
+		// The deadline stays: after a refusal, net/http reads on through
+		// what is left of the body (up to 256 KB) before answering, and
+		// the deadline keeps a client that stalls from holding it.
 		body.Close() // never handed to next
 		return body, err
+	}
+	if deadlineSet {
+		// The body is in: the connection stays open for the answer and,
+		// between requests, for keep-alive.
+		rc.SetReadDeadline(time.Time{}) //nolint:errcheck // set above on the same connection
 	}
 	body.Reset(body.buf.Bytes())
 	return body, nil

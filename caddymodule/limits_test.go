@@ -384,7 +384,7 @@ func TestLimitsWithErrorRoutes(t *testing.T) {
 			if he.Err == nil || he.Err.Error() == "" {
 				t.Fatal("the error carries no message for handle_errors")
 			}
-			if rec.Body.Len() != 0 || len(rec.Header()) != 0 {
+			if rec.Body.Len() != 0 || len(rec.Header()) != 0 || rec.Flushed {
 				t.Fatalf("wrote %q %v before returning the error", rec.Body.String(), rec.Header())
 			}
 		})
