@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -448,4 +449,29 @@ func TestLimitsHeadKeepsDeclaredLength(t *testing.T) {
 	if err != nil || rec.Code != 200 || rec.Header().Get("Content-Length") != "1234" {
 		t.Fatalf("HEAD: %v %d %v", err, rec.Code, rec.Header())
 	}
+}
+
+// FuzzLimitsCaddyfile feeds the Caddyfile parser any block: it must never
+// panic, and what it accepts must validate with positive limits.
+func FuzzLimitsCaddyfile(f *testing.F) {
+	f.Add("service_limits")
+	f.Add("service_limits {\n}")
+	f.Add("service_limits {\nmax_request_size 5MiB\nmax_response_size 500KB\ntimeout 2m\n}")
+	f.Add("service_limits {\nmax_request_size 0\n}")
+	f.Add("service_limits {\nmax_request_size 99999999999EB\n}")
+	f.Add("service_limits {\ntimeout -1s\n}")
+	f.Add("service_limits {\ntimeout 1d\n}")
+	f.Add("service_limits 5MiB")
+	f.Fuzz(func(t *testing.T, input string) {
+		var l ServiceLimits
+		if err := l.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
+			return
+		}
+		if err := l.Validate(); err != nil {
+			t.Fatalf("%q parsed but does not validate: %v", input, err)
+		}
+		if l.MaxRequestSize < 0 || l.MaxResponseSize < 0 || l.Timeout < 0 {
+			t.Fatalf("%q parsed to %+v", input, l)
+		}
+	})
 }
