@@ -25,14 +25,26 @@ func ReadBody(buf *bytes.Buffer, r io.Reader, max int64) error {
 	if max < 0 {
 		max = 0
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
-	if err != nil {
-		return err
+	// A loop of its own rather than buf.ReadFrom(io.LimitReader(…)):
+	// this is the hot path of every request, and it allocates nothing
+	// beyond the buffer's growth.
+	for {
+		room := max + 1 - int64(buf.Len())
+		if room <= 0 {
+			return ErrTooLarge
+		}
+		buf.Grow(int(min(room, bytes.MinRead)))
+		free := buf.AvailableBuffer()
+		free = free[:min(int64(cap(free)), room)]
+		n, err := r.Read(free)
+		buf.Write(free[:n]) // free is buf's own spare room: this copies nothing
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if n > max {
-		return ErrTooLarge
-	}
-	return nil
 }
 
 const (
