@@ -42,8 +42,11 @@ func (l *ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("parsing %s %q: %v", sub, arg, err)
 			}
-			if size == 0 || size > 1<<62 {
-				return d.Errf("%s must be more than zero bytes and less than 4 EiB, got %q", sub, arg)
+			if size == 0 {
+				return d.Errf("%s must be more than zero bytes, got %q", sub, arg)
+			}
+			if size > 1<<62 {
+				return d.Errf("%s %q is too large", sub, arg)
 			}
 			if sub == "max_request_size" {
 				l.MaxRequestSize = int64(size)
