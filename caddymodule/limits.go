@@ -1,25 +1,84 @@
 package caddymodule
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/limits"
 )
 
-func init() {
-	caddy.RegisterModule(ServiceLimits{})
-	httpcaddyfile.RegisterHandlerDirective("service_limits", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-		m := new(ServiceLimits)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
-	})
+// The limits of the service's module calls (custom file format, file
+// pre-export): 5 MB each way, read as 5 MiB, and 2 minutes for the answer.
+const (
+	defaultMaxRequestSize  = 5 << 20
+	defaultMaxResponseSize = 5 << 20
+	defaultLimitsTimeout   = 2 * time.Minute
+)
+
+// ServiceLimits holds the module endpoints of an app (custom file format:
+// parse-file and build-file; file pre-export) to the limits the service
+// sets on those calls, and answers every breach with a JSON error
+// {"error":{"message":…}} that the service shows to its user:
+//
+//   - a request body over max_request_size gets 413, decided from
+//     Content-Length before reading when there is one; a body of unknown
+//     length is read up to the limit before the app is called, so a
+//     refused request never reaches the app. A request within the limit
+//     reaches the app whole, with its Content-Length set;
+//   - a response over max_response_size gets 502, and no part of it
+//     reaches the client: the app's answer is buffered (one response per
+//     request at most) and sent only once complete and within the limit;
+//   - no complete answer within timeout gets 504, and the request to the
+//     app is cancelled: the handlers after this one (reverse_proxy) see
+//     the request's context end.
+//
+// Handlers after this one must stop when the request's context ends, as
+// reverse_proxy does: the timeout is carried by that context.
+type ServiceLimits struct {
+	// The largest request body the app accepts, in bytes. Default: 5 MiB
+	// (5242880). In the Caddyfile, sizes are written as Caddy writes
+	// them: 5MiB, 500KB, 1048576.
+	MaxRequestSize int64 `json:"max_request_size,omitempty"`
+
+	// The largest response body the app may give, in bytes. Default: 5 MiB.
+	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+
+	// How long the app may take to answer, from the moment the request
+	// reaches this handler to the last byte of the app's response.
+	// Default: 2m.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// check, when set, is asked about every exchange that kept the
+	// limits before its answer is sent. Not configurable yet.
+	check exchangeCheck
+
+	logger *zap.Logger
+	counts *limitsCounters
 }
 
-// ServiceLimits is the service_limits handler. Not implemented yet.
-type ServiceLimits struct{}
+// exchangeCheck is the seam for checking a module exchange against the
+// module contract (job type, string records, pre-export's "same number of
+// strings, same uniqIds") on the buffered bodies, once the app's answer is
+// complete and within the limits.
+type exchangeCheck interface {
+	// checkExchange returns "" when the exchange keeps the contract,
+	// otherwise a message for the person in the service's UI; the client
+	// then gets 502 with that message instead of the app's answer.
+	checkExchange(request []byte, status int, header http.Header, response []byte) string
+}
 
 // CaddyModule returns the Caddy module information.
 func (ServiceLimits) CaddyModule() caddy.ModuleInfo {
@@ -29,27 +88,249 @@ func (ServiceLimits) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision refuses to load: the handler is not implemented yet.
-func (*ServiceLimits) Provision(caddy.Context) error {
-	return errors.New("service_limits: not implemented yet")
+// Provision fills in the defaults and registers the metrics.
+func (l *ServiceLimits) Provision(ctx caddy.Context) error {
+	l.logger = ctx.Logger()
+	if l.MaxRequestSize == 0 {
+		l.MaxRequestSize = defaultMaxRequestSize
+	}
+	if l.MaxResponseSize == 0 {
+		l.MaxResponseSize = defaultMaxResponseSize
+	}
+	if l.Timeout == 0 {
+		l.Timeout = caddy.Duration(defaultLimitsTimeout)
+	}
+	l.counts = registerLimitsMetrics(ctx.GetMetricsRegistry())
+	return nil
 }
 
-// ServeHTTP passes the request on.
-func (*ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return next.ServeHTTP(w, r)
-}
-
-// UnmarshalCaddyfile accepts the directive and skips its block.
-func (*ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	for d.Next() {
-		for d.NextBlock(0) {
-		}
+// Validate refuses limits that would refuse everything.
+func (l *ServiceLimits) Validate() error {
+	if l.MaxRequestSize < 0 {
+		return fmt.Errorf("service_limits: max_request_size must be positive, got %d", l.MaxRequestSize)
+	}
+	if l.MaxResponseSize < 0 {
+		return fmt.Errorf("service_limits: max_response_size must be positive, got %d", l.MaxResponseSize)
+	}
+	if l.Timeout < 0 {
+		return fmt.Errorf("service_limits: timeout must be positive, got %s", time.Duration(l.Timeout))
 	}
 	return nil
 }
 
+// ServeHTTP buffers the request body within its limit, calls next under
+// the timeout with its answer buffered within the response limit, and
+// sends that answer only when it is complete and within every limit.
+func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if r.ContentLength > l.MaxRequestSize {
+		l.counts.inc(outcomeRequestTooLarge)
+		return refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"The file is too large for this app: the request is %s and the app accepts at most %s. Try a smaller file, or split it into several files.",
+			limits.Size(r.ContentLength), limits.Limit(l.MaxRequestSize)))
+	}
+
+	timeout := time.Duration(l.Timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+
+	body, err := l.readRequest(w, r, ctx)
+	if body != nil {
+		defer body.release()
+	}
+	if err != nil {
+		return l.refuseRequest(w, r, err)
+	}
+
+	up := r.WithContext(ctx)
+	if body == nil {
+		up.Body, up.ContentLength = http.NoBody, 0
+	} else {
+		up.Body, up.ContentLength = body, int64(body.buf.Len())
+		if r.Header.Get("Content-Length") == "" {
+			r.Header.Set("Content-Length", strconv.Itoa(body.buf.Len()))
+		}
+	}
+	up.TransferEncoding = nil
+
+	rb := responseBuffers.Get().(*limits.ResponseBuffer)
+	defer responseBuffers.Put(rb)
+	rb.Reset(w.Header(), l.MaxResponseSize)
+
+	aborted, err := serveAborting(rb, up, next)
+
+	switch {
+	case r.Context().Err() != nil:
+		// The client went away: nobody is left to answer.
+		l.counts.inc(outcomeClientGone)
+		return caddyhttp.Error(499, r.Context().Err())
+	case ctx.Err() != nil:
+		l.counts.inc(outcomeTimeout)
+		l.logger.Info("app did not answer in time", zap.String("path", r.URL.Path), zap.Duration("timeout", timeout))
+		return refuse(w, r, http.StatusGatewayTimeout, fmt.Sprintf(
+			"The app did not answer within %s, the most the service waits. Try again later or with a smaller file; if it keeps happening, contact the app's developer.",
+			limits.Duration(timeout)))
+	case rb.TooLarge():
+		l.counts.inc(outcomeResponseTooLarge)
+		size := "larger than " + limits.Limit(l.MaxResponseSize)
+		if n := rb.DeclaredSize(); n > l.MaxResponseSize {
+			size = limits.Size(n)
+		}
+		l.logger.Info("app answer over the size limit", zap.String("path", r.URL.Path), zap.Int64("max_response_size", l.MaxResponseSize), zap.Int64("declared_size", rb.DeclaredSize()))
+		return refuse(w, r, http.StatusBadGateway, fmt.Sprintf(
+			"The app's answer is too large: it is %s and the service accepts at most %s. Try a smaller file; if it keeps happening, contact the app's developer.",
+			size, limits.Limit(l.MaxResponseSize)))
+	case aborted:
+		l.counts.inc(outcomeResponseIncomplete)
+		l.logger.Info("app answer cut off", zap.String("path", r.URL.Path))
+		return refuse(w, r, http.StatusBadGateway,
+			"The app's answer was cut off before it was complete. Try again; if it keeps happening, contact the app's developer.")
+	case err != nil:
+		// next refused or failed without an answer (reverse_proxy: the
+		// app is unreachable); whatever it buffered is dropped and its
+		// error goes on to Caddy's error handling, as without limits.
+		l.counts.inc(outcomeError)
+		return err
+	}
+
+	if l.check != nil {
+		var reqBody []byte
+		if body != nil {
+			reqBody = body.buf.Bytes()
+		}
+		if msg := l.check.checkExchange(reqBody, rb.Status(), rb.Header(), rb.Body()); msg != "" {
+			l.counts.inc(outcomeContract)
+			return refuse(w, r, http.StatusBadGateway, msg)
+		}
+	}
+
+	l.counts.inc(outcomeOK)
+	// A write error means the client went away; there is no one to tell.
+	_ = rb.WriteTo(w, r.Method == http.MethodHead)
+	return nil
+}
+
+// readRequest reads the request body up to the limit, with the read
+// deadline of the connection at the timeout so that a client sending
+// slowly cannot hold the handler past it. It returns nil for a request
+// without a body.
+func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx context.Context) (*requestBody, error) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil, nil
+	}
+	rc := http.NewResponseController(w)
+	deadline, _ := ctx.Deadline()
+	deadlineSet := rc.SetReadDeadline(deadline) == nil
+	body := newRequestBody()
+	if r.ContentLength > 0 {
+		body.buf.Grow(int(r.ContentLength))
+	}
+	if err := limits.ReadBody(body.buf, r.Body, l.MaxRequestSize); err != nil {
+		// The deadline stays: after a refusal, net/http reads on through
+		// what is left of the body (up to 256 KB) before answering, and
+		// the deadline keeps a client that stalls from holding it.
+		body.Close() // never handed to next
+		return body, err
+	}
+	if deadlineSet {
+		// The body is in: the connection stays open for the answer and,
+		// between requests, for keep-alive.
+		rc.SetReadDeadline(time.Time{}) //nolint:errcheck // set above on the same connection
+	}
+	body.Reset(body.buf.Bytes())
+	return body, nil
+}
+
+// refuseRequest answers a request whose body could not be read whole.
+func (l *ServiceLimits) refuseRequest(w http.ResponseWriter, r *http.Request, err error) error {
+	var maxErr *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, limits.ErrTooLarge) || errors.As(err, &maxErr):
+		l.counts.inc(outcomeRequestTooLarge)
+		return refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"The file is too large for this app: the request is larger than %s, the most the app accepts. Try a smaller file, or split it into several files.",
+			limits.Limit(l.MaxRequestSize)))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		l.counts.inc(outcomeRequestTimeout)
+		return refuse(w, r, http.StatusRequestTimeout, fmt.Sprintf(
+			"The file did not arrive within %s. Try again.", limits.Duration(time.Duration(l.Timeout))))
+	case r.Context().Err() != nil:
+		l.counts.inc(outcomeClientGone)
+		return caddyhttp.Error(499, r.Context().Err())
+	default:
+		l.counts.inc(outcomeError)
+		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err))
+	}
+}
+
+// serveAborting calls next and reports whether it aborted its answer with
+// http.ErrAbortHandler, as reverse_proxy does when the response it is
+// copying fails half-way (the app's answer is cut off, too large, or out
+// of time). Since the answer is buffered, the client has seen none of it,
+// and this handler can still answer properly. Other panics go on.
+func serveAborting(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (aborted bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler { //nolint:errorlint // panics carry the sentinel itself
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	return false, next.ServeHTTP(w, r)
+}
+
+// requestBody is a buffered request body, handed to next as the request's
+// Body. Its buffer returns to the pool once both this handler is done with
+// it and the body is closed: http.Transport may still be sending the body
+// from its own goroutine after the round trip ends, and closes it when
+// done. A body that is never closed leaves its buffer to the garbage
+// collector.
+type requestBody struct {
+	bytes.Reader
+	buf    *bytes.Buffer
+	refs   atomic.Int32
+	closed atomic.Bool
+}
+
+func newRequestBody() *requestBody {
+	b := &requestBody{buf: bodyBuffers.Get().(*bytes.Buffer)}
+	b.refs.Store(2) // the handler and the reader handed to next
+	return b
+}
+
+// Read reads the buffered body; reading after Close is an error.
+func (b *requestBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.Reader.Read(p)
+}
+
+// Close ends the reader's use of the buffer.
+func (b *requestBody) Close() error {
+	if b.closed.CompareAndSwap(false, true) {
+		b.release()
+	}
+	return nil
+}
+
+// release drops one use of the buffer; the last one pools it.
+func (b *requestBody) release() {
+	if b.refs.Add(-1) == 0 {
+		b.buf.Reset()
+		bodyBuffers.Put(b.buf)
+	}
+}
+
+var (
+	bodyBuffers     = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	responseBuffers = sync.Pool{New: func() any { return new(limits.ResponseBuffer) }}
+)
+
 var (
 	_ caddy.Provisioner           = (*ServiceLimits)(nil)
+	_ caddy.Validator             = (*ServiceLimits)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceLimits)(nil)
-	_ caddyfile.Unmarshaler       = (*ServiceLimits)(nil)
+	_ io.ReadCloser               = (*requestBody)(nil)
 )

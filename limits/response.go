@@ -1,0 +1,138 @@
+package limits
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+)
+
+// ResponseBuffer is an http.ResponseWriter that keeps a whole response, its
+// status, header and body, in memory up to a size limit, so that the
+// response can be checked before any of it is sent, and replaced by another
+// answer when it breaks a limit.
+//
+// A Write that would take the body over Max fails with ErrTooLarge, and so
+// does every Write after a WriteHeader whose Content-Length header already
+// declares more than Max: the writer upstream learns at once that its
+// answer will not be sent. Flush does nothing: nothing leaves the buffer
+// before WriteTo. The zero value is not usable; call Reset first.
+type ResponseBuffer struct {
+	// Max is the largest body, in bytes, the buffer accepts.
+	Max int64
+
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	tooLarge bool
+	declared int64
+}
+
+// Reset empties rb for a new response whose header starts as a copy of
+// initial (the header already set on the real response, so handlers behind
+// the buffer see and change it as they would without the buffer) and whose
+// body may hold at most max bytes. It keeps the memory rb already holds.
+func (rb *ResponseBuffer) Reset(initial http.Header, max int64) {
+	if rb.header == nil {
+		rb.header = make(http.Header, len(initial))
+	} else {
+		clear(rb.header)
+	}
+	for k, v := range initial {
+		rb.header[k] = append([]string(nil), v...)
+	}
+	rb.Max = max
+	rb.status = 0
+	rb.body.Reset()
+	rb.tooLarge = false
+	rb.declared = -1
+}
+
+// Header returns the header of the buffered response.
+func (rb *ResponseBuffer) Header() http.Header { return rb.header }
+
+// WriteHeader records the status. Informational (1xx) statuses are dropped:
+// the final answer is only known once the whole response is in. A
+// Content-Length header over Max marks the response too large at once.
+func (rb *ResponseBuffer) WriteHeader(status int) {
+	if rb.status != 0 || status < 200 {
+		return
+	}
+	rb.status = status
+	if cl := rb.header.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			rb.declared = n
+			if n > rb.Max {
+				rb.tooLarge = true
+			} else if int(n) > rb.body.Cap() {
+				rb.body.Grow(int(n))
+			}
+		}
+	}
+}
+
+// Write buffers p, or fails with ErrTooLarge, keeping nothing of p, when the
+// body would grow over Max.
+func (rb *ResponseBuffer) Write(p []byte) (int, error) {
+	if rb.status == 0 {
+		rb.WriteHeader(http.StatusOK)
+	}
+	if rb.tooLarge || int64(rb.body.Len())+int64(len(p)) > rb.Max {
+		rb.tooLarge = true
+		return 0, ErrTooLarge
+	}
+	return rb.body.Write(p)
+}
+
+// Flush does nothing: the response is sent by WriteTo once complete.
+func (rb *ResponseBuffer) Flush() {}
+
+// Status is the recorded status, 0 when none was written.
+func (rb *ResponseBuffer) Status() int { return rb.status }
+
+// Body is the buffered body. It stays valid until the next Reset.
+func (rb *ResponseBuffer) Body() []byte { return rb.body.Bytes() }
+
+// TooLarge reports whether the response broke the size limit.
+func (rb *ResponseBuffer) TooLarge() bool { return rb.tooLarge }
+
+// DeclaredSize is the body size the response declared in its
+// Content-Length header, -1 when it declared none.
+func (rb *ResponseBuffer) DeclaredSize() int64 { return rb.declared }
+
+// WriteTo sends the buffered response to w: w's header becomes the
+// buffered header, then the status and the body follow. A response that
+// declared no length gets a Content-Length header for its body (except
+// for HEAD requests and statuses without a body, as told by head), so the
+// client knows the answer is complete. Nothing is written for a response
+// that recorded neither a status nor a body. The error is w's.
+func (rb *ResponseBuffer) WriteTo(w http.ResponseWriter, head bool) error {
+	dst := w.Header()
+	for k := range dst {
+		if _, ok := rb.header[k]; !ok {
+			delete(dst, k)
+		}
+	}
+	for k, v := range rb.header {
+		dst[k] = v
+	}
+	if rb.status == 0 {
+		return nil
+	}
+	if !head && bodyAllowed(rb.status) && rb.declared < 0 && len(dst["Transfer-Encoding"]) == 0 && len(dst["Trailer"]) == 0 {
+		dst["Content-Length"] = []string{strconv.Itoa(rb.body.Len())}
+	}
+	w.WriteHeader(rb.status)
+	if rb.body.Len() == 0 {
+		return nil
+	}
+	_, err := w.Write(rb.body.Bytes())
+	return err
+}
+
+// bodyAllowed reports whether a response with status may carry a body
+// (RFC 9110: not 1xx, 204 or 304).
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+var _ http.Flusher = (*ResponseBuffer)(nil)
