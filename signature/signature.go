@@ -45,12 +45,14 @@ const prefix = "sha256="
 // standard or URL-safe alphabet, padded or not, each with or without a
 // "sha256=" prefix; spaces and tabs around the value are ignored.
 // Base64 must be canonical (unused trailing bits zero).
-func Parse(header string) ([]byte, error) {
-	var mac [sha256.Size]byte
-	if err := parse(&mac, header); err != nil {
-		return nil, err
+func Parse(header string) (mac []byte, err error) {
+	// Small enough to be inlined, so that the bytes can live on the
+	// caller's stack when the caller keeps them there.
+	m := new([sha256.Size]byte)
+	if err = parse(m, header); err == nil {
+		mac = m[:]
 	}
-	return mac[:], nil
+	return mac, err
 }
 
 func parse(dst *[sha256.Size]byte, h string) error {
