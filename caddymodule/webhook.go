@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -276,30 +277,18 @@ func (m *ServiceWebhook) verifierFor(h http.Header) (*signature.Verifier, bool) 
 	return m.appWide, true
 }
 
-// deliveryEvents is the part of a delivery the events allow-list needs.
-type deliveryEvents struct {
-	Events []struct {
-		Event *string `json:"event"`
-	} `json:"events"`
-}
-
 // checkEvents checks the shape of the body and its events against the
 // allow-list. It returns 0 when the delivery passes.
 func (m *ServiceWebhook) checkEvents(raw []byte) (int, string) {
-	const shape = `the delivery is not JSON with an "events" list of objects that each name their "event"`
-	var d deliveryEvents
-	if err := json.Unmarshal(raw, &d); err != nil || len(d.Events) == 0 {
-		return http.StatusBadRequest, shape
-	}
-	for _, e := range d.Events {
-		if e.Event == nil {
-			return http.StatusBadRequest, shape
-		}
-	}
-	for _, e := range d.Events {
-		if _, ok := m.events[*e.Event]; !ok {
-			return http.StatusForbidden, "the delivery holds an event this endpoint does not accept"
-		}
+	allowed, err := scanEvents(raw, func(name []byte) bool {
+		_, ok := m.events[string(name)]
+		return ok
+	})
+	switch {
+	case err != nil:
+		return http.StatusBadRequest, `the delivery is not JSON with an "events" list of objects that each name their "event"`
+	case !allowed:
+		return http.StatusForbidden, "the delivery holds an event this endpoint does not accept"
 	}
 	return 0, ""
 }
@@ -572,3 +561,330 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*ServiceWebhook)(nil)
 	_ caddyfile.Unmarshaler       = (*ServiceWebhook)(nil)
 )
+
+// The events check reads the delivery with a small scanner instead of
+// encoding/json: it validates the whole body as JSON in one pass and
+// yields the event names without allocating, which keeps the allow-list
+// cheap on every delivery. Keys match exactly ("events", "event"), as the
+// app behind will read them; a repeated "events" or "event" key is refused
+// because the app's JSON library might read the other one.
+
+// Reasons a body fails the events check.
+var (
+	errNotJSON      = errors.New("not JSON")
+	errShape        = errors.New(`not {"events":[{"event":"…"},…]}`)
+	errDuplicateKey = errors.New(`a repeated "events" or "event" key`)
+	errTooDeep      = errors.New("nested too deeply")
+)
+
+// maxDeliveryDepth bounds the nesting the scanner follows, and with it
+// the stack a hostile body can make it use.
+const maxDeliveryDepth = 512
+
+// scanEvents checks that body is JSON of the form
+// {"events":[{"event":"<name>",…},…],…} with at least one event (else an
+// error), and calls allow with each name until it returns false, which
+// makes the result false. A name or key holding escapes is decoded, the
+// only case that allocates; the body is checked to its end either way.
+func scanEvents(body []byte, allow func(name []byte) bool) (allowed bool, err error) {
+	s := jsonScanner{b: body}
+	s.space()
+	if !s.consume('{') {
+		if s.value(0) != nil {
+			return false, errNotJSON
+		}
+		return false, errShape
+	}
+	seen, count, stopped := false, 0, false
+	err = s.members(0, func(key []byte) error {
+		if string(key) != "events" {
+			return s.value(1)
+		}
+		if seen {
+			return errDuplicateKey
+		}
+		seen = true
+		if !s.consume('[') {
+			if err := s.value(1); err != nil {
+				return err
+			}
+			return errShape
+		}
+		return s.elements(1, func() error {
+			if !s.consume('{') {
+				if err := s.value(2); err != nil {
+					return err
+				}
+				return errShape
+			}
+			var name []byte
+			hasName := false
+			err := s.members(2, func(key []byte) error {
+				if string(key) != "event" {
+					return s.value(3)
+				}
+				if hasName {
+					return errDuplicateKey
+				}
+				hasName = true
+				if s.peek() != '"' {
+					if err := s.value(3); err != nil {
+						return err
+					}
+					return errShape
+				}
+				var err error
+				name, err = s.string()
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if !hasName {
+				return errShape
+			}
+			count++
+			if !stopped && !allow(name) {
+				stopped = true
+			}
+			return nil
+		})
+	})
+	if err == nil {
+		s.space()
+		if s.i != len(s.b) {
+			err = errNotJSON
+		}
+	}
+	switch {
+	case err != nil:
+		return false, err
+	case !seen || count == 0:
+		return false, errShape
+	case stopped:
+		return false, nil
+	}
+	return true, nil
+}
+
+// jsonScanner walks JSON text (RFC 8259), checking it as it goes.
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (s *jsonScanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *jsonScanner) peek() byte {
+	s.space()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// consume skips space and c, reporting whether c was there.
+func (s *jsonScanner) consume(c byte) bool {
+	if s.peek() == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// members reads the members of an object whose '{' was consumed, calling
+// member with each key positioned before the value, which member must
+// read.
+func (s *jsonScanner) members(depth int, member func(key []byte) error) error {
+	if depth > maxDeliveryDepth {
+		return errTooDeep
+	}
+	if s.consume('}') {
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return errNotJSON
+		}
+		key, err := s.string()
+		if err != nil {
+			return err
+		}
+		if !s.consume(':') {
+			return errNotJSON
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+		if s.consume(',') {
+			continue
+		}
+		if s.consume('}') {
+			return nil
+		}
+		return errNotJSON
+	}
+}
+
+// elements reads the elements of an array whose '[' was consumed, calling
+// element positioned before each one, which element must read.
+func (s *jsonScanner) elements(depth int, element func() error) error {
+	if depth > maxDeliveryDepth {
+		return errTooDeep
+	}
+	if s.consume(']') {
+		return nil
+	}
+	for {
+		if err := element(); err != nil {
+			return err
+		}
+		if s.consume(',') {
+			continue
+		}
+		if s.consume(']') {
+			return nil
+		}
+		return errNotJSON
+	}
+}
+
+// value reads any JSON value.
+func (s *jsonScanner) value(depth int) error {
+	switch c := s.peek(); {
+	case c == '{':
+		s.i++
+		return s.members(depth+1, func([]byte) error { return s.value(depth + 1) })
+	case c == '[':
+		s.i++
+		return s.elements(depth+1, func() error { return s.value(depth + 1) })
+	case c == '"':
+		_, err := s.string()
+		return err
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number()
+	}
+	return errNotJSON
+}
+
+func (s *jsonScanner) literal(word string) error {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return errNotJSON
+	}
+	s.i += len(word)
+	return nil
+}
+
+func (s *jsonScanner) digits() int {
+	start := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i - start
+}
+
+func (s *jsonScanner) number() error {
+	if s.b[s.i] == '-' {
+		s.i++
+	}
+	if s.i < len(s.b) && s.b[s.i] == '0' {
+		s.i++
+	} else if s.digits() == 0 {
+		return errNotJSON
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return errNotJSON
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return errNotJSON
+		}
+	}
+	return nil
+}
+
+// string reads a string at s.i (an opening quote) and returns its
+// contents: a slice of the body when it is plain UTF-8 without escapes,
+// else decoded.
+func (s *jsonScanner) string() ([]byte, error) {
+	start := s.i
+	s.i++
+	escaped := false
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			s.i++
+			if raw := s.b[start+1 : s.i-1]; !escaped && utf8.Valid(raw) {
+				return raw, nil
+			}
+			// Escapes, or invalid UTF-8, which encoding/json and most
+			// apps read as U+FFFD: decode as they do.
+			var out string
+			if err := json.Unmarshal(s.b[start:s.i], &out); err != nil {
+				return nil, errNotJSON
+			}
+			return []byte(out), nil
+		case c == '\\':
+			escaped = true
+			s.i++
+			if s.i >= len(s.b) {
+				return nil, errNotJSON
+			}
+			switch s.b[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				if len(s.b)-s.i < 5 {
+					return nil, errNotJSON
+				}
+				for _, h := range s.b[s.i+1 : s.i+5] {
+					if hexValue(h) < 0 {
+						return nil, errNotJSON
+					}
+				}
+				s.i += 5
+			default:
+				return nil, errNotJSON
+			}
+		case c < 0x20:
+			return nil, errNotJSON
+		default:
+			s.i++
+		}
+	}
+	return nil, errNotJSON
+}
+
+func hexValue(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
