@@ -279,3 +279,30 @@ localhost:{port} {
 		t.Fatal("the app saw a refused delivery")
 	}
 }
+
+func TestE2EWebhookDefaultLimitIs5MiB(t *testing.T) {
+	app := newE2EApp(t)
+	startCaddy(t, fmt.Sprintf(`
+localhost:{port} {
+	service_webhook /webhooks {
+		secret %s
+	}
+	reverse_proxy %s
+}
+`, appSecret, app.addr()))
+	limit := bytes.Repeat([]byte("5"), 5<<20)
+	for _, chunked := range []bool{false, true} {
+		status, answer := deliver(t, "/webhooks", limit, chunked, map[string]string{"X-Service-Signature": hmacHex(appSecret, limit)})
+		if status != http.StatusAccepted || !bytes.Equal(app.last().body, limit) {
+			t.Fatalf("chunked=%v: a 5 MiB delivery: status %d (%s)", chunked, status, answer)
+		}
+	}
+	over := append(limit, '!')
+	for _, chunked := range []bool{false, true} {
+		before := app.count()
+		status, _ := deliver(t, "/webhooks", over, chunked, map[string]string{"X-Service-Signature": hmacHex(appSecret, over)})
+		if status != http.StatusRequestEntityTooLarge || app.count() != before {
+			t.Fatalf("chunked=%v: 5 MiB and one byte: status %d, app deliveries %d", chunked, status, app.count()-before)
+		}
+	}
+}
