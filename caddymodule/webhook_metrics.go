@@ -1,0 +1,61 @@
+package caddymodule
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// webhookOutcome is what became of one delivery; it is the outcome label
+// of servicegate_webhook_deliveries_total.
+type webhookOutcome int
+
+const (
+	outcomeAccepted         webhookOutcome = iota // passed to the app
+	outcomeTooLarge                               // 413: over max_size
+	outcomeMissingSignature                       // 401: no X-Service-Signature
+	outcomeBadSignature                           // 401: malformed, repeated, or matching no secret
+	outcomeForbidden                              // 403: module key or event not allowed
+	outcomeBadBody                                // 400: not {"events":[…]} while events are checked
+	outcomeUnreadable                             // 400: the body could not be read in full
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	outcomeAccepted:         "accepted",
+	outcomeTooLarge:         "too_large",
+	outcomeMissingSignature: "missing_signature",
+	outcomeBadSignature:     "bad_signature",
+	outcomeForbidden:        "forbidden",
+	outcomeBadBody:          "bad_body",
+	outcomeUnreadable:       "unreadable",
+}
+
+func (o webhookOutcome) String() string { return outcomeNames[o] }
+
+// webhookDeliveries counts deliveries by outcome, for all service_webhook
+// handlers of the process. It is created once and registered on the
+// metrics registry of every config load.
+var webhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "servicegate",
+	Subsystem: "webhook",
+	Name:      "deliveries_total",
+	Help:      "Webhook deliveries seen by service_webhook, by outcome.",
+}, []string{"outcome"})
+
+// webhookOutcomes holds the counter of each outcome, looked up once so that
+// counting costs no label look-up on the request path.
+type webhookOutcomes [numOutcomes]prometheus.Counter
+
+func newWebhookOutcomes(reg prometheus.Registerer) webhookOutcomes {
+	vec := registerCollector(reg, webhookDeliveries)
+	var o webhookOutcomes
+	for i := range o {
+		o[i] = vec.WithLabelValues(outcomeNames[i])
+	}
+	return o
+}
+
+func (o *webhookOutcomes) inc(outcome webhookOutcome) {
+	if c := o[outcome]; c != nil {
+		c.Inc()
+	}
+}
