@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -434,4 +436,82 @@ func asHandlerError(err error, he *caddyhttp.HandlerError) bool {
 		*he = h
 	}
 	return ok
+}
+
+func TestAuthJWKS(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pt, _ := key.PublicKey.Bytes()
+	enc := base64.RawURLEncoding.EncodeToString
+	set, _ := json.Marshal(map[string]any{"keys": []any{map[string]any{
+		"kty": "EC", "crv": "P-256", "kid": "k1", "use": "sig", "x": enc(pt[1:33]), "y": enc(pt[33:]),
+	}}})
+	var fetches atomic.Int64
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		_, _ = w.Write(set)
+	}))
+	defer ks.Close()
+	a := provisionAuth(t, &ServiceAuth{JWKSURL: ks.URL})
+	sign := func(kid string) string {
+		tk := jwt.NewWithClaims(jwt.SigningMethodES256, emulatorClaims())
+		tk.Header["kid"] = kid
+		s, err := tk.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for tok, want := range map[string]int{sign("k1"): 200, sign("unknown"): 401} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if rec, _, _, _ := serveAuth(t, a, req); rec.Code != want {
+			t.Errorf("status %d, want %d", rec.Code, want)
+		}
+	}
+	// The refresh loop and the first token's fetch may both have run; the
+	// unknown kid came within jwks_min_interval and made none.
+	if n := fetches.Load(); n < 1 || n > 2 {
+		t.Fatalf("%d fetches of the key set, want 1 or 2", n)
+	}
+}
+
+func FuzzAuthServeHTTP(f *testing.F) {
+	valid := hsToken(f, emulatorClaims())
+	f.Add("Bearer "+valid, "")
+	f.Add("", "jwtToken="+valid)
+	f.Add("bearer  "+valid+" ", "jwtToken=x&jwtToken=y")
+	f.Add("Basic abc", "jwtToken=%zz&jwtToken")
+	f.Add("Bearer a.b.c", "a=1")
+	a := provisionAuth(f, hsAuth())
+	f.Fuzz(func(t *testing.T, authorization, query string) {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.URL.RawQuery = query
+		if authorization != "" {
+			req.Header["Authorization"] = []string{authorization}
+		}
+		req.Header.Set("X-Service-User-Id", "spoofed")
+		rec, next, _, err := serveAuth(t, a, req)
+		if err != nil {
+			t.Fatalf("error %v without handle_errors routes", err)
+		}
+		if !next.called {
+			if rec.Code != 401 && rec.Code != 400 {
+				t.Fatalf("refused with status %d", rec.Code)
+			}
+			if len(req.Header.Values("X-Service-User-Id")) != 0 {
+				t.Fatal("spoofed header kept")
+			}
+			return
+		}
+		v, ok := verifiedFrom(next.req)
+		if !ok {
+			t.Fatal("passed on without a verified token")
+		}
+		if _, err := a.verifier.Verify(context.Background(), v.Token); err != nil {
+			t.Fatalf("passed on a token that does not verify: %v", err)
+		}
+		if got := next.req.Header.Values("X-Service-User-Id"); len(got) != 1 || got[0] != "7" {
+			t.Fatalf("X-Service-User-Id = %q", got)
+		}
+	})
 }
