@@ -126,6 +126,7 @@ type ServiceAuth struct {
 	orgPaths  []string
 	challenge string
 	logger    *zap.Logger
+	counters  authCounters
 }
 
 // authEntry is everything a request with a verified token needs, built once
@@ -153,6 +154,7 @@ func (ServiceAuth) CaddyModule() caddy.ModuleInfo {
 // key and prepares the verifier and the cache.
 func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.counters = newAuthCounters(registerCollector(ctx.GetMetricsRegistry(), authRequests))
 	if err := a.checkKeySources(); err != nil {
 		return err
 	}
@@ -300,18 +302,23 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 
 	raw, sent, fromQuery, problem := a.extract(r)
 	if problem != "" {
+		a.counters.badRequest.Inc()
 		return a.badRequest(w, r, problem)
 	}
 	if !sent {
+		a.counters.noToken.Inc()
 		return a.unauthorized(w, r, "no bearer token", false)
 	}
 
 	entry, ok := a.lookup(raw)
-	if !ok {
+	if ok {
+		a.counters.remembered.Inc()
+	} else {
 		claims, err := a.verifier.Verify(r.Context(), raw)
 		if err != nil {
 			return a.refused(w, r, err, fromQuery)
 		}
+		a.counters.verified.Inc()
 		entry = a.newEntry(raw, claims)
 		if a.cache != nil {
 			a.cache.Put(raw, entry, claims.Expiry())
@@ -483,10 +490,12 @@ func organization(claims token.Claims, paths []string) string {
 func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error, fromQuery bool) error {
 	reason := err.Error() // one of token's reasons: short, never the token
 	if errors.Is(err, token.ErrKeysUnavailable) {
+		a.counters.keysUnavailable.Inc()
 		setAuthError(r, reason)
 		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", reason))
 		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now because the signing keys are unavailable. Please try again shortly.")
 	}
+	a.counters.invalidToken.Inc()
 	a.logger.Debug("bearer token refused", zap.String("reason", reason), zap.Bool("from_query", fromQuery))
 	return a.unauthorized(w, r, reason, true)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
+	dto "github.com/prometheus/client_model/go"
 )
 
 const testClientSecret = "client-secret-of-the-app-0123456789"
@@ -514,4 +515,30 @@ func FuzzAuthServeHTTP(f *testing.F) {
 			t.Fatalf("X-Service-User-Id = %q", got)
 		}
 	})
+}
+
+func TestAuthMetrics(t *testing.T) {
+	a := provisionAuth(t, hsAuth())
+	count := func(outcome string) float64 {
+		var m dto.Metric
+		if err := authRequests.WithLabelValues(outcome).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	before := map[string]float64{}
+	for _, o := range []string{authRemembered, authVerified, authNoToken, authInvalidToken, authBadRequest} {
+		before[o] = count(o)
+	}
+	tok := hsToken(t, emulatorClaims())
+	for _, auth := range [][]string{{"Bearer " + tok}, {"Bearer " + tok}, nil, {"Bearer x"}, {"Bearer a", "Bearer b"}} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header["Authorization"] = auth
+		_, _, _, _ = serveAuth(t, a, req)
+	}
+	for o, want := range map[string]float64{authVerified: 1, authRemembered: 1, authNoToken: 1, authInvalidToken: 1, authBadRequest: 1} {
+		if got := count(o) - before[o]; got != want {
+			t.Errorf("%s counted %v times, want %v", o, got, want)
+		}
+	}
 }
