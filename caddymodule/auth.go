@@ -191,7 +191,7 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 			Refresh:     time.Duration(a.JWKSRefresh),
 			MinInterval: time.Duration(a.JWKSMinInterval),
 			OnError: func(err error) {
-				a.logger.Warn("fetching the JWKS failed; the last good key set stays in use", zap.Error(err))
+				a.logger.Warn("fetching the JWKS failed; any key set fetched before stays in use", zap.Error(err))
 			},
 		})
 		keys = a.jwks
