@@ -61,6 +61,7 @@ type JWKS struct {
 
 	mu          sync.Mutex
 	lastAttempt time.Time
+	lastErr     error
 	inflight    chan struct{}
 	fetches     atomic.Int64
 }
@@ -112,9 +113,7 @@ func (s *JWKS) Run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Refresh)
 	defer t.Stop()
 	for {
-		if err := s.Refresh(ctx); err != nil && s.opts.OnError != nil && ctx.Err() == nil {
-			s.opts.OnError(err)
-		}
+		_ = s.refresh(ctx, true) // failures go to OnError
 		select {
 		case <-ctx.Done():
 			return
@@ -123,47 +122,60 @@ func (s *JWKS) Run(ctx context.Context) {
 	}
 }
 
-// Refresh fetches the set now and, when it holds at least one usable
-// key, replaces the set in use.
+// Refresh fetches the set now (or waits for a fetch under way) and, when
+// it holds at least one usable key, replaces the set in use.
 func (s *JWKS) Refresh(ctx context.Context) error {
-	s.mu.Lock()
-	s.lastAttempt = s.opts.Now()
-	s.mu.Unlock()
-	return s.fetch(ctx)
+	return s.refresh(ctx, true)
 }
 
-// refreshLimited fetches the set unless a fetch is under way (then it
-// waits for that one) or the last attempt was less than MinInterval ago.
+// refreshLimited fetches the set unless the last attempt was less than
+// MinInterval ago, or waits for a fetch under way.
 func (s *JWKS) refreshLimited(ctx context.Context) {
+	_ = s.refresh(ctx, false)
+}
+
+// refresh runs one fetch at a time: a caller arriving while one runs waits
+// for it and shares its outcome. Unless forced, it fetches nothing when the
+// last attempt was less than MinInterval ago.
+func (s *JWKS) refresh(ctx context.Context, force bool) error {
 	s.mu.Lock()
 	if ch := s.inflight; ch != nil {
 		s.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.lastErr
 	}
 	now := s.opts.Now()
-	if !s.lastAttempt.IsZero() && now.Sub(s.lastAttempt) < s.opts.MinInterval {
+	if !force && !s.lastAttempt.IsZero() && now.Sub(s.lastAttempt) < s.opts.MinInterval {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.lastAttempt = now
 	ch := make(chan struct{})
 	s.inflight = ch
 	s.mu.Unlock()
 
-	// The fetch serves every waiting request, so the one that started it
-	// going away does not cancel it; the client's timeout bounds it.
-	err := s.fetch(context.WithoutCancel(ctx))
-	if err != nil && s.opts.OnError != nil {
+	fetchCtx := ctx
+	if !force {
+		// A fetch for an unknown kid serves every request waiting on it,
+		// so the one that started it going away does not cancel it; the
+		// fetch timeout bounds it.
+		fetchCtx = context.WithoutCancel(ctx)
+	}
+	err := s.fetch(fetchCtx)
+	if err != nil && s.opts.OnError != nil && ctx.Err() == nil {
 		s.opts.OnError(err)
 	}
 	s.mu.Lock()
-	s.inflight = nil
+	s.inflight, s.lastErr = nil, err
 	s.mu.Unlock()
 	close(ch)
+	return err
 }
 
 func (s *JWKS) fetch(ctx context.Context) error {

@@ -275,3 +275,43 @@ func TestJWKAlgAndUse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestJWKSRequestsWaitForTheFetchUnderWay(t *testing.T) {
+	k := testKinds(t)[1]
+	body, _ := json.Marshal(map[string]any{"keys": []any{jwkOf(t, "k1", k.pub)}})
+	started, release := make(chan struct{}), make(chan struct{})
+	var hits atomic.Int64
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		_, _ = w.Write(body)
+	}))
+	defer ks.Close()
+	set := NewJWKS(ks.URL, JWKSOptions{Refresh: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go set.Run(ctx)
+	<-started // the first fetch is under way
+	v := NewVerifier(set, Options{Now: fixedNow})
+	errc := make(chan error, 5)
+	for range 5 {
+		go func() {
+			_, err := v.Verify(context.Background(), signKid(t, k.method, k.sign, "k1"))
+			errc <- err
+		}()
+	}
+	// Give the requests time to reach the wait; the assertions hold
+	// whichever comes first, so this is no timing test.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	for range 5 {
+		if err := <-errc; err != nil {
+			t.Fatalf("a request during the first fetch: %v", err)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("%d fetches, want 1", n)
+	}
+}
