@@ -1,25 +1,146 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/token"
 )
 
-func init() {
-	caddy.RegisterModule(ServiceAuth{})
-	httpcaddyfile.RegisterHandlerDirective("service_auth", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-		m := new(ServiceAuth)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
-	})
+// Defaults of service_auth.
+const (
+	defaultAuthLeeway    = 30 * time.Second
+	defaultAuthCacheSize = 10000
+	defaultAuthRealm     = "service"
+)
+
+// defaultOrganizationClaims are the claim paths of the organization key:
+// the domain claim, else the organization id in the context claim.
+var defaultOrganizationClaims = []string{"domain", "context.organization_id"}
+
+// Placeholders service_auth sets.
+const (
+	authUserPrefix      = "http.auth.user."
+	authUserID          = "http.auth.user.id"
+	authErrorVar        = "http.auth.service.error"
+	organizationVarName = "http.service.organization"
+)
+
+// ServiceAuth verifies the bearer token of every request: a JWT signed by
+// the service (with the app's client secret, a public key, or a key of a
+// JSON Web Key Set). A request without a valid token is refused with 401
+// and a WWW-Authenticate challenge (RFC 6750). A request with one goes on
+// with the token's claims as placeholders and, through claim_headers, as
+// upstream headers; inbound copies of those headers are always removed.
+//
+// Placeholders set for later handlers:
+//
+//	{http.auth.user.id}            the sub claim
+//	{http.auth.user.<claim>}       any claim; dotted paths reach nested ones
+//	{http.service.organization}    the organization key (see organization_claims)
+//	{http.auth.service.error}      on refusal: why, in a few words (never the token)
+//
+// Verified tokens are remembered (cache_size of them, each until its exp) so
+// that repeated requests cost a map look-up, not a signature check.
+type ServiceAuth struct {
+	// HS256Secret is the secret of HS256/HS384/HS512 tokens: the app's
+	// client secret. Accepts {env.*} and {file.*} placeholders. Exactly one
+	// of hs256_secret, public_key and jwks_url is required.
+	HS256Secret string `json:"hs256_secret,omitempty"`
+
+	// PublicKey is the path of a PEM file holding the public key (or a
+	// certificate) of RS*/PS* (RSA, at least 2048 bits), ES* (ECDSA P-256,
+	// P-384, P-521) or EdDSA (Ed25519) tokens. The algorithms accepted are
+	// those that fit the key.
+	PublicKey string `json:"public_key,omitempty"`
+
+	// JWKSURL is the address of a JSON Web Key Set. The set is fetched at
+	// start, every jwks_refresh, and when a token names a kid the set
+	// lacks (at most once per jwks_min_interval). The last good set stays in
+	// use when a fetch fails.
+	JWKSURL string `json:"jwks_url,omitempty"`
+
+	// JWKSRefresh is how often the key set is fetched. Default: 10m.
+	JWKSRefresh caddy.Duration `json:"jwks_refresh,omitempty"`
+
+	// JWKSMinInterval is the least time between two fetches of the key set
+	// caused by unknown kids, so that tokens with random kids cannot flood
+	// the key server. Default: 30s.
+	JWKSMinInterval caddy.Duration `json:"jwks_min_interval,omitempty"`
+
+	// Audience, when set, must share a value with the token's aud claim (a
+	// string or an array). Usually the app's client id.
+	Audience []string `json:"audience,omitempty"`
+
+	// Issuer, when set, must equal the token's iss claim.
+	Issuer string `json:"issuer,omitempty"`
+
+	// Leeway is the clock skew allowed on exp, nbf and iat. Default: 30s.
+	Leeway *caddy.Duration `json:"leeway,omitempty"`
+
+	// FromQuery names a query parameter that may carry the token when the
+	// request has no Authorization: Bearer header (which wins when both
+	// are present).
+	FromQuery string `json:"from_query,omitempty"`
+
+	// StripQuery removes the from_query parameter from the request passed
+	// on, when the token came from there. Default: off (the app sees the
+	// URL it would see without the gateway).
+	StripQuery bool `json:"strip_query,omitempty"`
+
+	// Realm is the realm of the WWW-Authenticate challenge. Default: "service".
+	Realm string `json:"realm,omitempty"`
+
+	// ClaimHeaders maps an upstream request header to a claim path (such as
+	// "sub" or "context.organization_id"). Every inbound copy of these
+	// headers is deleted from every request (also those refused, and those
+	// whose token lacks the claim; names are compared ignoring case and
+	// treating "_" as "-"), then set from the verified claim when present.
+	ClaimHeaders map[string]string `json:"claim_headers,omitempty"`
+
+	// OrganizationClaims are the claim paths tried, in order, for the
+	// organization key: the first holding a non-empty string or a number
+	// wins. Default: ["domain", "context.organization_id"].
+	OrganizationClaims []string `json:"organization_claims,omitempty"`
+
+	// CacheSize is how many verified tokens are remembered, each until its
+	// exp; 0 disables the cache. Default: 10000.
+	CacheSize *int `json:"cache_size,omitempty"`
+
+	verifier  *token.Verifier
+	jwks      *token.JWKS
+	cache     *token.Cache[*authEntry]
+	headers   []string // canonical names of ClaimHeaders, sorted
+	paths     []string // claim path of each of headers
+	orgPaths  []string
+	challenge string
+	logger    *zap.Logger
+	counters  authCounters
 }
 
-// ServiceAuth is the service_auth handler. Not implemented yet.
-type ServiceAuth struct{}
+// authEntry is everything a request with a verified token needs, built once
+// per token and shared by every request that carries it.
+type authEntry struct {
+	verified *Verified
+	claims   token.Claims
+	// values holds the rendered placeholders, stored as interfaces so that
+	// serving them allocates nothing.
+	values  map[string]any
+	headers []string // value of each configured header; "" when absent
+	present []bool
+	replace caddy.ReplacerFunc
+}
 
 // CaddyModule returns the Caddy module information.
 func (ServiceAuth) CaddyModule() caddy.ModuleInfo {
@@ -29,27 +150,431 @@ func (ServiceAuth) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision refuses to load: the handler is not implemented yet.
-func (*ServiceAuth) Provision(caddy.Context) error {
-	return errors.New("service_auth: not implemented yet")
+// Provision resolves placeholders in the secrets and settings, loads the
+// key and prepares the verifier and the cache.
+func (a *ServiceAuth) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	a.counters = newAuthCounters(registerCollector(ctx.GetMetricsRegistry(), authRequests))
+	if err := a.checkKeySources(); err != nil {
+		return err
+	}
+	repl := caddy.NewReplacer()
+	resolve := func(s string) string { return repl.ReplaceKnown(s, "") }
+
+	var keys token.Keys
+	switch {
+	case a.HS256Secret != "":
+		secret := resolve(a.HS256Secret)
+		if secret == "" {
+			return errors.New("service_auth: hs256_secret is empty once its placeholders are resolved")
+		}
+		keys = token.HMAC([]byte(secret))
+	case a.PublicKey != "":
+		path := resolve(a.PublicKey)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("service_auth: reading public_key: %w", err)
+		}
+		pub, err := token.ParsePublicKeyPEM(data)
+		if err != nil {
+			return fmt.Errorf("service_auth: public_key %s: %w", path, err)
+		}
+		if keys, err = token.PublicKey(pub); err != nil {
+			return fmt.Errorf("service_auth: public_key %s: %w", path, err)
+		}
+	default:
+		u := resolve(a.JWKSURL)
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+			return fmt.Errorf("service_auth: jwks_url %q is not an http(s) URL", u)
+		}
+		a.jwks = token.NewJWKS(u, token.JWKSOptions{
+			Refresh:     time.Duration(a.JWKSRefresh),
+			MinInterval: time.Duration(a.JWKSMinInterval),
+			OnError: func(err error) {
+				a.logger.Warn("fetching the JWKS failed; any key set fetched before stays in use", zap.Error(err))
+			},
+		})
+		keys = a.jwks
+		// The config's context ends when the config is unloaded, and with
+		// it the refresh loop.
+		go a.jwks.Run(ctx)
+	}
+
+	audience := make([]string, 0, len(a.Audience))
+	for _, aud := range a.Audience {
+		if aud = resolve(aud); aud != "" {
+			audience = append(audience, aud)
+		}
+	}
+	if len(a.Audience) > 0 && len(audience) == 0 {
+		return errors.New("service_auth: audience is empty once its placeholders are resolved")
+	}
+	leeway := defaultAuthLeeway
+	if a.Leeway != nil {
+		leeway = time.Duration(*a.Leeway)
+	}
+	a.verifier = token.NewVerifier(keys, token.Options{
+		Issuer:   resolve(a.Issuer),
+		Audience: audience,
+		Leeway:   leeway,
+	})
+
+	size := defaultAuthCacheSize
+	if a.CacheSize != nil {
+		size = *a.CacheSize
+	}
+	if size > 0 {
+		a.cache = token.NewCache[*authEntry](size, nil)
+	}
+
+	a.headers, a.paths = nil, nil
+	for h := range a.ClaimHeaders {
+		a.headers = append(a.headers, http.CanonicalHeaderKey(h))
+	}
+	slices.Sort(a.headers)
+	a.headers = slices.Compact(a.headers)
+	for _, h := range a.headers {
+		for name, path := range a.ClaimHeaders {
+			if http.CanonicalHeaderKey(name) == h {
+				a.paths = append(a.paths, path)
+				break
+			}
+		}
+	}
+
+	a.orgPaths = a.OrganizationClaims
+	if len(a.orgPaths) == 0 {
+		a.orgPaths = defaultOrganizationClaims
+	}
+	realm := a.Realm
+	if realm == "" {
+		realm = defaultAuthRealm
+	}
+	a.challenge = `Bearer realm="` + realm + `"`
+	return nil
 }
 
-// ServeHTTP passes the request on.
-func (*ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return next.ServeHTTP(w, r)
-}
-
-// UnmarshalCaddyfile accepts the directive and skips its block.
-func (*ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	for d.Next() {
-		for d.NextBlock(0) {
+// Validate checks the configuration.
+func (a *ServiceAuth) Validate() error {
+	if err := a.checkKeySources(); err != nil {
+		return err
+	}
+	if a.CacheSize != nil && *a.CacheSize < 0 {
+		return errors.New("service_auth: cache_size must not be negative")
+	}
+	if a.Leeway != nil && *a.Leeway < 0 {
+		return errors.New("service_auth: leeway must not be negative")
+	}
+	if a.JWKSRefresh < 0 || a.JWKSMinInterval < 0 {
+		return errors.New("service_auth: jwks_refresh and jwks_min_interval must not be negative")
+	}
+	if !validQuotedText(a.Realm) {
+		return errors.New(`service_auth: realm must be printable text without " or \`)
+	}
+	for name, path := range a.ClaimHeaders {
+		if !validHeaderName(name) {
+			return fmt.Errorf("service_auth: claim_header %q is not a valid header name", name)
+		}
+		if path == "" {
+			return fmt.Errorf("service_auth: claim_header %s has no claim path", name)
 		}
 	}
 	return nil
 }
 
+func (a *ServiceAuth) checkKeySources() error {
+	n := 0
+	for _, s := range []string{a.HS256Secret, a.PublicKey, a.JWKSURL} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("service_auth: exactly one of hs256_secret, public_key and jwks_url is required (%d given)", n)
+	}
+	return nil
+}
+
+// ServeHTTP verifies the request's bearer token and passes the request on
+// with its trusted claims, or refuses it.
+func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	a.dropClaimHeaders(r.Header)
+
+	raw, sent, fromQuery, problem := a.extract(r)
+	if problem != "" {
+		a.counters.badRequest.Inc()
+		return a.badRequest(w, r, problem)
+	}
+	if !sent {
+		a.counters.noToken.Inc()
+		return a.unauthorized(w, r, "no bearer token", false)
+	}
+
+	entry, ok := a.lookup(raw)
+	if ok {
+		a.counters.remembered.Inc()
+	} else {
+		claims, err := a.verifier.Verify(r.Context(), raw)
+		if err != nil {
+			return a.refused(w, r, err, fromQuery)
+		}
+		a.counters.verified.Inc()
+		entry = a.newEntry(raw, claims)
+		if a.cache != nil {
+			a.cache.Put(raw, entry, claims.Expiry())
+		}
+	}
+
+	if n := len(a.headers); n > 0 {
+		// One backing array for this request's header values: later
+		// handlers may change them in place, so they are never shared.
+		vals := make([]string, n)
+		copy(vals, entry.headers)
+		for i, h := range a.headers {
+			if entry.present[i] {
+				r.Header[h] = vals[i : i+1 : i+1]
+			}
+		}
+	}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Map(entry.replace)
+	}
+	setVerified(r, entry.verified)
+	if fromQuery && a.StripQuery {
+		stripQueryParam(r, a.FromQuery)
+	}
+	return next.ServeHTTP(w, r)
+}
+
+func (a *ServiceAuth) lookup(raw string) (*authEntry, bool) {
+	if a.cache == nil || len(raw) > token.MaxLength {
+		return nil, false
+	}
+	return a.cache.Get(raw)
+}
+
+// extract finds the token: the Authorization header with the Bearer scheme,
+// else the from_query parameter. sent tells whether a token was presented
+// (it may be empty), fromQuery where it came from; a problem is a malformed
+// request (answered 400).
+func (a *ServiceAuth) extract(r *http.Request) (raw string, sent, fromQuery bool, problem string) {
+	if vals := r.Header["Authorization"]; len(vals) > 0 {
+		if len(vals) > 1 {
+			return "", false, false, "more than one Authorization header"
+		}
+		if tok, ok := token.FromAuthorization(vals[0]); ok {
+			return tok, true, false, ""
+		}
+	}
+	if a.FromQuery == "" || !strings.Contains(r.URL.RawQuery, a.FromQuery) {
+		return "", false, false, ""
+	}
+	// Pairs that parse are kept: a stray % elsewhere in the query is no
+	// reason to refuse the token.
+	q, _ := url.ParseQuery(r.URL.RawQuery)
+	vals, ok := q[a.FromQuery]
+	switch {
+	case !ok:
+		return "", false, false, ""
+	case len(vals) > 1:
+		return "", false, true, "the token query parameter appears more than once"
+	}
+	return vals[0], true, true, ""
+}
+
+// dropClaimHeaders deletes every inbound copy of the claim headers, also
+// those spelled with "_" for "-", which some upstream stacks (CGI, PHP,
+// WSGI) read as the same header.
+func (a *ServiceAuth) dropClaimHeaders(h http.Header) {
+	if len(a.headers) == 0 {
+		return
+	}
+	for name := range h {
+		for _, want := range a.headers {
+			if sameHeaderName(name, want) {
+				delete(h, name)
+				break
+			}
+		}
+	}
+}
+
+// sameHeaderName compares header names ignoring case, with "_" equal to "-".
+func sameHeaderName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// newEntry renders what requests with this token need.
+func (a *ServiceAuth) newEntry(raw string, claims token.Claims) *authEntry {
+	e := &authEntry{
+		claims:  claims,
+		values:  make(map[string]any, len(claims)+2),
+		headers: make([]string, len(a.headers)),
+		present: make([]bool, len(a.headers)),
+	}
+	for name, v := range claims {
+		e.values[authUserPrefix+name] = token.Render(v)
+	}
+	if sub, ok := claims.String("sub"); ok {
+		e.values[authUserID] = sub
+	}
+	org := organization(claims, a.orgPaths)
+	if org != "" {
+		e.values[organizationVarName] = org
+	}
+	for i, path := range a.paths {
+		if v, ok := claims.Lookup(path); ok && v != nil {
+			if s := token.Render(v); !strings.ContainsAny(s, "\r\n\x00") {
+				e.headers[i], e.present[i] = s, true
+			}
+		}
+	}
+	e.verified = &Verified{Token: raw, Organization: org}
+	e.replace = e.placeholder
+	return e
+}
+
+// placeholder serves this token's placeholders; dotted claim paths not
+// among the top-level claims are looked up as they are asked for.
+func (e *authEntry) placeholder(key string) (any, bool) {
+	if v, ok := e.values[key]; ok {
+		return v, true
+	}
+	if path, ok := strings.CutPrefix(key, authUserPrefix); ok && strings.Contains(path, ".") {
+		if s, ok := e.claims.String(path); ok {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// organization returns the first non-empty string or number at paths.
+func organization(claims token.Claims, paths []string) string {
+	for _, p := range paths {
+		v, _ := claims.Lookup(p)
+		switch v.(type) {
+		case string, json.Number, float64:
+			if s := token.Render(v); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// refused answers a token that did not verify.
+func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error, fromQuery bool) error {
+	reason := err.Error() // one of token's reasons: short, never the token
+	if errors.Is(err, token.ErrKeysUnavailable) {
+		a.counters.keysUnavailable.Inc()
+		setAuthError(r, reason)
+		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", reason))
+		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now because the signing keys are unavailable. Please try again shortly.")
+	}
+	a.counters.invalidToken.Inc()
+	a.logger.Debug("bearer token refused", zap.String("reason", reason), zap.Bool("from_query", fromQuery))
+	return a.unauthorized(w, r, reason, true)
+}
+
+// unauthorized answers 401 with an RFC 6750 challenge; error="invalid_token"
+// only when a token was sent.
+func (a *ServiceAuth) unauthorized(w http.ResponseWriter, r *http.Request, reason string, sent bool) error {
+	setAuthError(r, reason)
+	challenge := a.challenge
+	message := "Sign-in required: the request carries no bearer token."
+	if sent {
+		challenge += `, error="invalid_token", error_description="` + reason + `"`
+		message = "Sign-in required: the bearer token was refused (" + reason + ")."
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	return refuse(w, r, http.StatusUnauthorized, message)
+}
+
+// badRequest answers 400 with error="invalid_request" (RFC 6750 3.1).
+func (a *ServiceAuth) badRequest(w http.ResponseWriter, r *http.Request, problem string) error {
+	setAuthError(r, problem)
+	w.Header().Set("WWW-Authenticate", a.challenge+`, error="invalid_request", error_description="`+problem+`"`)
+	return refuse(w, r, http.StatusBadRequest, "Malformed request: "+problem+".")
+}
+
+func setAuthError(r *http.Request, reason string) {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set(authErrorVar, reason)
+	}
+}
+
+// stripQueryParam removes param from the request's query, keeping the
+// other pairs as they were written.
+func stripQueryParam(r *http.Request, param string) {
+	pairs := strings.Split(r.URL.RawQuery, "&")
+	kept := pairs[:0]
+	for _, p := range pairs {
+		k, _, _ := strings.Cut(p, "=")
+		if uk, err := url.QueryUnescape(k); err == nil && uk == param {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	r.URL.RawQuery = strings.Join(kept, "&")
+	r.URL.ForceQuery = false
+	r.RequestURI = r.URL.RequestURI()
+}
+
+// validQuotedText reports whether s can sit inside an HTTP quoted-string
+// without escapes.
+func validQuotedText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 var (
 	_ caddy.Provisioner           = (*ServiceAuth)(nil)
+	_ caddy.Validator             = (*ServiceAuth)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceAuth)(nil)
-	_ caddyfile.Unmarshaler       = (*ServiceAuth)(nil)
 )

@@ -1,3 +1,13 @@
 // Package token verifies the service's JWT-shaped bearer tokens and extracts
 // their claims. It has no Caddy import.
+//
+// A [Verifier] checks a token's signature with [Keys] (an HMAC secret, a
+// public key, or a JSON Web Key Set fetched by [JWKS]) under an algorithm
+// allow-list derived from those keys, then checks exp (required), nbf, iat,
+// the issuer and the audience. [FromAuthorization] takes the token out of an
+// Authorization header value, and [Cache] remembers verified tokens until
+// they expire.
+//
+// Errors returned by Verify are one of the Err* values of this package: their
+// text is a short reason that never contains the token.
 package token

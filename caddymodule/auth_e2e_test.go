@@ -1,0 +1,194 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// upstream is an httptest app that records the last request it got.
+type upstream struct {
+	*httptest.Server
+	mu     sync.Mutex
+	header http.Header
+	query  string
+	hits   int
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.header, u.query = r.Header.Clone(), r.URL.RawQuery
+		u.hits++
+		u.mu.Unlock()
+		_, _ = io.WriteString(w, "app")
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) last() (http.Header, string, int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.header, u.query, u.hits
+}
+
+func authSite(u *upstream, extra string) string {
+	return `
+localhost:{port} {
+	route /api/* {
+		service_auth {
+			hs256_secret {env.SERVICEGATE_E2E_CLIENT_SECRET}
+			audience client-id
+			issuer service-emulator
+			from_query jwtToken
+			claim_header X-Service-User-Id sub
+			claim_header X-Service-Organization context.organization_id
+			` + extra + `
+		}
+		reverse_proxy ` + strings.TrimPrefix(u.URL, "http://") + ` {
+			header_up X-Org-Key {http.service.organization}
+			header_up X-User-From-Placeholder {http.auth.user.id}
+		}
+	}
+}
+`
+}
+
+func get(t *testing.T, client *http.Client, path string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e2eURL(path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestE2EAuthValidTokenPassesTrustedHeaders(t *testing.T) {
+	t.Setenv("SERVICEGATE_E2E_CLIENT_SECRET", testClientSecret)
+	u := newUpstream(t)
+	tester := startCaddy(t, authSite(u, ""))
+	tok := hsToken(t, emulatorClaims())
+	resp, body := get(t, tester.Client, "/api/projects", map[string]string{
+		"Authorization":          "Bearer " + tok,
+		"X-Service-User-Id":      "999",
+		"X-Service-Organization": "evil-corp",
+	})
+	if resp.StatusCode != http.StatusOK || body != "app" {
+		t.Fatalf("status %d body %q, want 200 from the app", resp.StatusCode, body)
+	}
+	h, _, _ := u.last()
+	for name, want := range map[string]string{
+		"X-Service-User-Id":       "7",
+		"X-Service-Organization":  "1",
+		"X-Org-Key":               "acme",
+		"X-User-From-Placeholder": "7",
+	} {
+		if got := h.Values(name); len(got) != 1 || got[0] != want {
+			t.Errorf("upstream %s = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestE2EAuthRefusesWithoutToken(t *testing.T) {
+	t.Setenv("SERVICEGATE_E2E_CLIENT_SECRET", testClientSecret)
+	u := newUpstream(t)
+	tester := startCaddy(t, authSite(u, `realm "my-app"`))
+	cases := []struct {
+		name, auth, wantChallenge string
+	}{
+		{"no token", "", `Bearer realm="my-app"`},
+		{"expired token", "Bearer " + hsToken(t, claimsWith("exp", 1)), `Bearer realm="my-app", error="invalid_token", error_description="token expired"`},
+		{"wrong secret", "Bearer " + otherSecretToken(t), `Bearer realm="my-app", error="invalid_token", error_description="invalid signature"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hdr := map[string]string{"X-Service-User-Id": "999"}
+			if c.auth != "" {
+				hdr["Authorization"] = c.auth
+			}
+			resp, body := get(t, tester.Client, "/api/projects", hdr)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401", resp.StatusCode)
+			}
+			if got := resp.Header.Get("WWW-Authenticate"); got != c.wantChallenge {
+				t.Fatalf("WWW-Authenticate %q, want %q", got, c.wantChallenge)
+			}
+			var eb errorBody
+			if err := json.Unmarshal([]byte(body), &eb); err != nil || eb.Error.Message == "" {
+				t.Fatalf("body %q is not a JSON refusal", body)
+			}
+		})
+	}
+	if _, _, hits := u.last(); hits != 0 {
+		t.Fatalf("the app got %d refused requests", hits)
+	}
+}
+
+func TestE2EAuthTokenInQuery(t *testing.T) {
+	t.Setenv("SERVICEGATE_E2E_CLIENT_SECRET", testClientSecret)
+	u := newUpstream(t)
+	tester := startCaddy(t, authSite(u, "strip_query"))
+	tok := hsToken(t, emulatorClaims())
+	resp, _ := get(t, tester.Client, "/api/page?lang=de&jwtToken="+tok+"&x=1", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	h, q, _ := u.last()
+	if q != "lang=de&x=1" {
+		t.Fatalf("upstream query %q, want the token stripped", q)
+	}
+	if got := h.Get("X-Service-User-Id"); got != "7" {
+		t.Fatalf("X-Service-User-Id = %q", got)
+	}
+}
+
+func TestE2EAuthHandleErrorsReshapesRefusal(t *testing.T) {
+	t.Setenv("SERVICEGATE_E2E_CLIENT_SECRET", testClientSecret)
+	u := newUpstream(t)
+	tester := startCaddy(t, `
+localhost:{port} {
+	service_auth {
+		hs256_secret {env.SERVICEGATE_E2E_CLIENT_SECRET}
+	}
+	reverse_proxy `+strings.TrimPrefix(u.URL, "http://")+`
+	handle_errors {
+		respond "custom {err.status_code}: {http.auth.service.error}"
+	}
+}
+`)
+	resp, body := get(t, tester.Client, "/", map[string]string{"Authorization": "Bearer " + hsToken(t, claimsWith("exp", 1))})
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", resp.StatusCode)
+	}
+	if body != "custom 401: token expired" {
+		t.Fatalf("body %q, want the handle_errors answer", body)
+	}
+	if got := resp.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, `Bearer realm="service", error="invalid_token"`) {
+		t.Fatalf("WWW-Authenticate %q lost under handle_errors", got)
+	}
+}
+
+func otherSecretToken(t *testing.T) string {
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, emulatorClaims()).SignedString([]byte("not-the-client-secret-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
