@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -306,8 +307,8 @@ func (m *ServiceOAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 	case m.LogoutPath:
 		return m.serveLogout(w, r)
 	}
-	if c, err := r.Cookie(m.CookieName); err == nil && c.Value != "" {
-		s, err := m.manager.Session(r.Context(), c.Value)
+	if id := cookieValue(r.Header, m.CookieName); id != "" {
+		s, err := m.manager.Session(r.Context(), id)
 		switch {
 		case err == nil:
 			m.passOn(r, s)
@@ -332,34 +333,66 @@ func (m *ServiceOAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 // cookies from the app.
 func (m *ServiceOAuth) passOn(r *http.Request, s oauth.Session) {
 	h := r.Header
-	h.Set("Authorization", "Bearer "+s.AccessToken)
+	setHeader(h, "Authorization", "Bearer "+s.AccessToken)
 	if m.UserHeader != oauthHeaderOff {
-		h.Del(m.UserHeader)
-		if s.UserID != "" {
-			h.Set(m.UserHeader, s.UserID)
-		}
+		setHeader(h, m.UserHeader, s.UserID)
 	}
 	if m.OrganizationHeader != oauthHeaderOff {
-		h.Del(m.OrganizationHeader)
-		if s.Organization != "" {
-			h.Set(m.OrganizationHeader, s.Organization)
-		}
+		setHeader(h, m.OrganizationHeader, s.Organization)
 	}
 	stripCookies(h, m.CookieName, m.stateCookie)
+}
+
+// setHeader replaces every inbound value of a header with v (none when v is
+// empty), reusing the inbound slice when there is one.
+func setHeader(h http.Header, name, v string) {
+	key := http.CanonicalHeaderKey(name)
+	switch old := h[key]; {
+	case v == "":
+		delete(h, key)
+	case len(old) > 0:
+		old[0] = v
+		h[key] = old[:1]
+	default:
+		h[key] = []string{v}
+	}
+}
+
+// cookieValue finds a cookie in the Cookie header lines without parsing the
+// others. Values are taken as sent (session ids and states are URL-safe).
+func cookieValue(h http.Header, name string) string {
+	for _, line := range h["Cookie"] {
+		for len(line) > 0 {
+			var pair string
+			pair, line, _ = strings.Cut(line, ";")
+			pair = strings.TrimSpace(pair)
+			if len(pair) > len(name) && pair[len(name)] == '=' && pair[:len(name)] == name {
+				return strings.Trim(pair[len(name)+1:], `"`)
+			}
+		}
+	}
+	return ""
 }
 
 // stripCookies removes the named cookies from the Cookie header lines.
 func stripCookies(h http.Header, names ...string) {
 	lines := h["Cookie"]
-	found := false
+	found, others := false, false
 	for _, line := range lines {
-		for _, name := range names {
-			if strings.Contains(line, name) {
+		for part := range strings.SplitSeq(line, ";") {
+			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if slices.Contains(names, name) {
 				found = true
+			} else if name != "" {
+				others = true
 			}
 		}
 	}
 	if !found {
+		return
+	}
+	if !others {
+		h.Del("Cookie")
 		return
 	}
 	kept := make([]string, 0, len(lines))
@@ -371,13 +404,7 @@ func stripCookies(h http.Header, names ...string) {
 				continue
 			}
 			name, _, _ := strings.Cut(pair, "=")
-			drop := false
-			for _, n := range names {
-				if name == n {
-					drop = true
-				}
-			}
-			if drop {
+			if slices.Contains(names, name) {
 				continue
 			}
 			if b.Len() > 0 {
