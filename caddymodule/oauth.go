@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/oauth"
@@ -36,6 +37,8 @@ const (
 	oauthStoreStorage        = "storage"
 	oauthStateCookieSuffix   = "_state"
 	oauthStoragePrefix       = "servicegate/oauth_sessions"
+	oauthLoginsPrefix        = "servicegate/oauth_logins"
+	oauthSweepEvery          = time.Hour
 	oauthLoginLifetimeSecond = int(oauth.DefaultLoginLifetime / time.Second)
 )
 
@@ -143,7 +146,7 @@ type ServiceOAuth struct {
 // reload does not sign everybody out.
 var oauthStores = caddy.NewUsagePool()
 
-type pooledSessionStore struct{ *oauth.MemoryStore }
+type pooledSessionStore struct{ sessions, logins *oauth.MemoryStore }
 
 // Destruct lets the pool drop the store; it holds nothing to release.
 func (pooledSessionStore) Destruct() error { return nil }
@@ -215,20 +218,27 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 		m.callbackPath, m.redirectURI = u.Path, m.RedirectURI
 	}
 
-	var store oauth.Store
+	var store, logins oauth.Store
 	switch m.SessionStore {
 	case oauthStoreStorage:
+		// Logins go to the storage too, so that a login begun on one
+		// instance can finish on another.
 		store = oauth.NewStorageStore(ctx.Storage(), oauthStoragePrefix)
+		logins = oauth.NewStorageStore(ctx.Storage(), oauthLoginsPrefix)
+		go sweepOAuthStorage(ctx, ctx.Storage(), time.Duration(m.SessionLifetime), m.logger)
 	default:
 		sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", authURL, clientID, m.CookieName, m.MaxSessions))
 		m.poolKey = hex.EncodeToString(sum[:])
 		pooled, _, err := oauthStores.LoadOrNew(m.poolKey, func() (caddy.Destructor, error) {
-			return pooledSessionStore{oauth.NewMemoryStore(m.MaxSessions, oauthNow)}, nil
+			return pooledSessionStore{
+				sessions: oauth.NewMemoryStore(m.MaxSessions, oauthNow),
+				logins:   oauth.NewMemoryStore(m.MaxSessions, oauthNow),
+			}, nil
 		})
 		if err != nil {
 			return fmt.Errorf("service_oauth: %w", err)
 		}
-		store = pooled.(pooledSessionStore).MemoryStore
+		store, logins = pooled.(pooledSessionStore).sessions, pooled.(pooledSessionStore).logins
 	}
 	m.manager = &oauth.Manager{
 		Client: &oauth.Client{
@@ -239,6 +249,7 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 			HTTP:         &http.Client{Timeout: time.Duration(m.Timeout)},
 		},
 		Store:           store,
+		Logins:          logins,
 		Now:             oauthNow,
 		SessionLifetime: time.Duration(m.SessionLifetime),
 	}
@@ -288,6 +299,50 @@ func isCookieName(s string) bool {
 		}
 	}
 	return true
+}
+
+// sweepOAuthStorage deletes, now and then every oauthSweepEvery until the
+// config is unloaded, the entries in storage that have surely ended:
+// logins not written for a login lifetime, sessions not written for a
+// session lifetime (a session is written when it starts and on every
+// refresh, and never lives longer than sessionLifetime). Entries the
+// browser never came back for are removed this way; the others are
+// removed when they end. Several instances sweeping at once is harmless.
+func sweepOAuthStorage(ctx caddy.Context, st certmagic.Storage, sessionLifetime time.Duration, logger *zap.Logger) {
+	tick := time.NewTicker(oauthSweepEvery)
+	defer tick.Stop()
+	for {
+		n := sweepStorageFolder(ctx, st, oauthLoginsPrefix, oauth.DefaultLoginLifetime) +
+			sweepStorageFolder(ctx, st, oauthStoragePrefix, sessionLifetime)
+		if n > 0 {
+			logger.Info("removed ended sessions and logins from storage", zap.Int("entries", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sweepStorageFolder deletes the entries under prefix not written for
+// longer than maxAge, and returns how many it deleted.
+func sweepStorageFolder(ctx context.Context, st certmagic.Storage, prefix string, maxAge time.Duration) int {
+	keys, err := st.List(ctx, prefix, false)
+	if err != nil {
+		return 0
+	}
+	now, n := oauthNow(), 0
+	for _, key := range keys {
+		info, err := st.Stat(ctx, key)
+		if err != nil || !info.IsTerminal || now.Sub(info.Modified) <= maxAge {
+			continue
+		}
+		if st.Delete(ctx, key) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Cleanup releases this config's use of the pooled session store.

@@ -635,6 +635,9 @@ func TestServiceOAuthStorageSessionsE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if logins, _ := os.ReadDir(filepath.Join(dir, "servicegate", "oauth_logins")); len(logins) != 0 {
+		t.Fatalf("%d logins left in storage after the login finished", len(logins))
+	}
 	var id string
 	for _, c := range rig.client.Jar.Cookies(mustURL(t, e2eURL("/"))) {
 		if c.Name == "servicegate_session" {

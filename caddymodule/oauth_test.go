@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/certmagic"
 
 	"github.com/servicegate/servicegate/oauth"
 )
@@ -278,5 +280,45 @@ func BenchmarkServiceOAuthSession(b *testing.B) {
 	}
 	if req.Header.Get("Authorization") != "Bearer eyJ.access.token" {
 		b.Fatal("the token was not passed on")
+	}
+}
+
+func TestSweepOAuthStorage(t *testing.T) {
+	ctx := context.Background()
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	write := func(key string, age time.Duration) {
+		t.Helper()
+		if err := st.Store(ctx, key, []byte("sealed")); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(st.Filename(key), when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(oauthLoginsPrefix+"/fresh-login", time.Minute)
+	write(oauthLoginsPrefix+"/old-login", oauth.DefaultLoginLifetime+time.Minute)
+	write(oauthStoragePrefix+"/fresh-session", 23*time.Hour)
+	write(oauthStoragePrefix+"/old-session", 25*time.Hour)
+	write("certificates/acme/keep-me", 1000*time.Hour)
+
+	n := sweepStorageFolder(ctx, st, oauthLoginsPrefix, oauth.DefaultLoginLifetime) +
+		sweepStorageFolder(ctx, st, oauthStoragePrefix, 24*time.Hour)
+	if n != 2 {
+		t.Fatalf("swept %d entries, want 2", n)
+	}
+	for key, want := range map[string]bool{
+		oauthLoginsPrefix + "/fresh-login":    true,
+		oauthLoginsPrefix + "/old-login":      false,
+		oauthStoragePrefix + "/fresh-session": true,
+		oauthStoragePrefix + "/old-session":   false,
+		"certificates/acme/keep-me":           true,
+	} {
+		if got := st.Exists(ctx, key); got != want {
+			t.Errorf("%s exists %v, want %v", key, got, want)
+		}
+	}
+	if n := sweepStorageFolder(ctx, st, "servicegate/nothing-here", time.Hour); n != 0 {
+		t.Fatalf("an empty folder: swept %d", n)
 	}
 }

@@ -33,8 +33,16 @@ var (
 	ErrBadState = errors.New("the sign-in state is unknown, already used, or not this browser's")
 )
 
-// loginPrefix keeps logins in progress apart from sessions in one Store.
+// loginPrefix keeps logins in progress apart from sessions when they share
+// one Store.
 const loginPrefix = "login:"
+
+func (m *Manager) logins() Store {
+	if m.Logins != nil {
+		return m.Logins
+	}
+	return m.Store
+}
 
 // Manager runs the flow: logins in progress, sessions, refresh. Set its
 // fields before first use and do not change them after; a Manager is safe
@@ -42,8 +50,12 @@ const loginPrefix = "login:"
 type Manager struct {
 	// Client talks to the authorization server. Required.
 	Client *Client
-	// Store keeps sessions and logins in progress. Required.
+	// Store keeps sessions. Required.
 	Store Store
+	// Logins keeps logins in progress, under their states. Default Store.
+	// A separate store keeps a flood of logins that are never finished
+	// from pushing sessions out of a bounded Store.
+	Logins Store
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// SessionLifetime bounds a session. Default DefaultSessionLifetime.
@@ -88,7 +100,7 @@ func (m *Manager) Begin(ctx context.Context, redirectURI, returnTo string) (stat
 		RedirectURI: redirectURI,
 		Expires:     m.now().Add(orDefault(m.LoginLifetime, DefaultLoginLifetime)),
 	}
-	if err := m.Store.Put(ctx, loginPrefix+state, login); err != nil {
+	if err := m.logins().Put(ctx, loginPrefix+state, login); err != nil {
 		return "", "", fmt.Errorf("starting a login: %w", err)
 	}
 	return state, m.Client.AuthorizeURL(redirectURI, state), nil
@@ -101,14 +113,14 @@ func (m *Manager) takeLogin(ctx context.Context, state, boundState string) (Sess
 	if state == "" || len(state) != len(boundState) || subtle.ConstantTimeCompare([]byte(state), []byte(boundState)) != 1 {
 		return Session{}, ErrBadState
 	}
-	login, ok, err := m.Store.Get(ctx, loginPrefix+state)
+	login, ok, err := m.logins().Get(ctx, loginPrefix+state)
 	if err != nil {
 		return Session{}, fmt.Errorf("reading a login: %w", err)
 	}
 	if !ok {
 		return Session{}, ErrBadState
 	}
-	if err := m.Store.Delete(ctx, loginPrefix+state); err != nil {
+	if err := m.logins().Delete(ctx, loginPrefix+state); err != nil {
 		return Session{}, fmt.Errorf("ending a login: %w", err)
 	}
 	if !m.now().Before(login.Expires) {

@@ -136,6 +136,26 @@ func TestManagerLogin(t *testing.T) {
 	}
 }
 
+func TestManagerSeparateLoginStore(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	logins := NewMemoryStore(2, r.clock.Now)
+	r.m.Logins = logins
+	id, _ := r.login(t)
+	// Many logins that are never finished push only each other out.
+	for range 10 {
+		if _, _, err := r.m.Begin(ctx, testRedirect, "/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if logins.Len() != 2 || r.store.Len() != 1 {
+		t.Fatalf("logins %d sessions %d, want 2 and 1", logins.Len(), r.store.Len())
+	}
+	if _, err := r.m.Session(ctx, id); err != nil {
+		t.Fatalf("the session did not survive the logins: %v", err)
+	}
+}
+
 func TestManagerBadState(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
