@@ -590,6 +590,16 @@ func (m *ServiceOAuth) serveCallback(w http.ResponseWriter, r *http.Request) err
 	switch {
 	case err == nil:
 	case errors.Is(err, oauth.ErrBadState):
+		// Back to a used callback with the back button: a browser that
+		// is signed in already just goes on.
+		if id := cookieValue(r.Header, m.CookieName); id != "" {
+			if _, err := m.manager.Session(r.Context(), id); err == nil {
+				w.Header().Set("Cache-Control", "no-store")
+				w.Header().Set("Location", "/")
+				w.WriteHeader(http.StatusSeeOther)
+				return nil
+			}
+		}
 		writeOAuthPage(w, http.StatusBadRequest, "Sign-in link expired",
 			"This sign-in link is not valid here any more: it was already used, it expired, or it was started in another browser.", "/")
 		return nil

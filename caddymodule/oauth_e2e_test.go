@@ -273,10 +273,18 @@ func TestServiceOAuthLoginE2E(t *testing.T) {
 		t.Fatalf("%d token requests, want the one code exchange", rig.tokenRequests.Load())
 	}
 
-	// The same callback a second time is refused: the state is used.
+	// The same callback a second time is refused: the state is used. A
+	// browser already signed in is sent on to /, another gets the page.
 	resp, body = rig.get(rig.client, callback, true)
+	if loc := rig.expectRedirect(resp, body, "used callback, signed in"); loc != "/" {
+		t.Fatalf("used callback, signed in: sent to %q", loc)
+	}
+	resp, body = rig.get(newOAuthClient(t), callback, true)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "not valid here") {
 		t.Fatalf("replayed callback: %d %s", resp.StatusCode, body)
+	}
+	if rig.tokenRequests.Load() != 1 {
+		t.Fatalf("%d token requests after the replays, want 1", rig.tokenRequests.Load())
 	}
 }
 
