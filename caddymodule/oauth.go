@@ -140,6 +140,7 @@ type ServiceOAuth struct {
 	secure       bool
 	poolKey      string
 	logger       *zap.Logger
+	events       oauthEvents
 }
 
 // oauthStores keeps in-memory session stores across config reloads, so a
@@ -163,6 +164,7 @@ func (ServiceOAuth) CaddyModule() caddy.ModuleInfo {
 // store.
 func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 	m.logger = ctx.Logger()
+	m.events = newOAuthEvents(ctx.GetMetricsRegistry())
 	repl := caddy.NewReplacer()
 	secret := repl.ReplaceKnown(m.ClientSecret, "")
 	clientID := repl.ReplaceKnown(m.ClientID, "")
@@ -369,6 +371,7 @@ func (m *ServiceOAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 			m.passOn(r, s)
 			return next.ServeHTTP(w, r)
 		case errors.Is(err, oauth.ErrSessionEnded):
+			m.events.inc(oauthSessionRefused)
 			m.logger.Info("session ended: the service refused to refresh its tokens", zap.Error(err))
 			m.clearCookie(w, m.CookieName, m.CookiePath)
 		case errors.Is(err, oauth.ErrNoSession):
@@ -492,6 +495,7 @@ func wantsHTML(r *http.Request) bool {
 // in, API clients get 401.
 func (m *ServiceOAuth) signIn(w http.ResponseWriter, r *http.Request) error {
 	if !wantsHTML(r) {
+		m.events.inc(oauthUnauthenticated)
 		w.Header().Set("Cache-Control", "no-store")
 		return refuse(w, r, http.StatusUnauthorized,
 			"Sign in with the service first: this address needs a session, and the request has none.")
@@ -505,6 +509,7 @@ func (m *ServiceOAuth) signIn(w http.ResponseWriter, r *http.Request) error {
 		m.logger.Error("login could not be started", zap.Error(err))
 		return refuse(w, r, http.StatusServiceUnavailable, "Signing in is not possible just now. Please try again in a moment.")
 	}
+	m.events.inc(oauthLoginStarted)
 	http.SetCookie(w, &http.Cookie{
 		Name:     m.stateCookie,
 		Value:    state,
@@ -576,10 +581,12 @@ func (m *ServiceOAuth) serveCallback(w http.ResponseWriter, r *http.Request) err
 			returnTo = "/"
 		}
 		if oauthErr == "access_denied" {
+			m.events.inc(oauthLoginDeclined)
 			writeOAuthPage(w, http.StatusForbidden, "Sign-in declined",
 				"You declined to let this app use your account, so it cannot be opened.", returnTo)
 			return nil
 		}
+		m.events.inc(oauthLoginFailed)
 		writeOAuthPage(w, http.StatusBadRequest, "Sign-in failed",
 			"The service could not sign you in ("+oauthErrorCode(oauthErr)+").", returnTo)
 		return nil
@@ -590,6 +597,7 @@ func (m *ServiceOAuth) serveCallback(w http.ResponseWriter, r *http.Request) err
 	switch {
 	case err == nil:
 	case errors.Is(err, oauth.ErrBadState):
+		m.events.inc(oauthLoginBadState)
 		// Back to a used callback with the back button: a browser that
 		// is signed in already just goes on.
 		if id := cookieValue(r.Header, m.CookieName); id != "" {
@@ -604,16 +612,19 @@ func (m *ServiceOAuth) serveCallback(w http.ResponseWriter, r *http.Request) err
 			"This sign-in link is not valid here any more: it was already used, it expired, or it was started in another browser.", "/")
 		return nil
 	case errors.As(err, &refused):
+		m.events.inc(oauthLoginFailed)
 		m.logger.Warn("code exchange refused", zap.Int("status", refused.Status), zap.String("error", refused.Code))
 		writeOAuthPage(w, http.StatusForbidden, "Sign-in refused",
 			"The service did not accept this sign-in. It may have taken too long.", "/")
 		return nil
 	default:
+		m.events.inc(oauthLoginFailed)
 		m.logger.Error("code exchange failed", zap.Error(err))
 		writeOAuthPage(w, http.StatusBadGateway, "Sign-in failed",
 			"The service could not be reached to finish signing you in.", "/")
 		return nil
 	}
+	m.events.inc(oauthLoginCompleted)
 	http.SetCookie(w, &http.Cookie{
 		Name:     m.CookieName,
 		Value:    id,
@@ -650,6 +661,7 @@ func (m *ServiceOAuth) serveLogout(w http.ResponseWriter, r *http.Request) error
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		return refuse(w, r, http.StatusMethodNotAllowed, "Sign out with GET or POST.")
 	}
+	m.events.inc(oauthLogout)
 	if c, err := r.Cookie(m.CookieName); err == nil {
 		if err := m.manager.End(context.WithoutCancel(r.Context()), c.Value); err != nil {
 			m.logger.Error("session could not be ended", zap.Error(err))

@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/servicegate/servicegate/emulator"
 )
@@ -227,9 +228,15 @@ func (rig *oauthRig) through(client *http.Client, path string, html bool, header
 	return echo
 }
 
+// oauthEventCount reads servicegate_oauth_events_total for one event.
+func oauthEventCount(event string) float64 {
+	return testutil.ToFloat64(oauthEventsTotal.WithLabelValues(event))
+}
+
 func TestServiceOAuthLoginE2E(t *testing.T) {
 	rig := newOAuthRig(t)
 	startCaddy(t, rig.site(""))
+	started, completed, badState := oauthEventCount("login_started"), oauthEventCount("login_completed"), oauthEventCount("login_bad_state")
 
 	authorize := rig.startLogin(rig.client, "/reports?year=2026")
 	q := authorize.Query()
@@ -285,6 +292,11 @@ func TestServiceOAuthLoginE2E(t *testing.T) {
 	}
 	if rig.tokenRequests.Load() != 1 {
 		t.Fatalf("%d token requests after the replays, want 1", rig.tokenRequests.Load())
+	}
+	if oauthEventCount("login_started") != started+1 || oauthEventCount("login_completed") != completed+1 ||
+		oauthEventCount("login_bad_state") != badState+2 {
+		t.Fatalf("events: started +%v completed +%v bad state +%v, want +1 +1 +2", oauthEventCount("login_started")-started,
+			oauthEventCount("login_completed")-completed, oauthEventCount("login_bad_state")-badState)
 	}
 }
 
@@ -357,6 +369,7 @@ func TestServiceOAuthStateE2E(t *testing.T) {
 func TestServiceOAuthDeclinedE2E(t *testing.T) {
 	rig := newOAuthRig(t)
 	startCaddy(t, rig.site(""))
+	declined := oauthEventCount("login_declined")
 	callback := rig.consent(rig.client, rig.startLogin(rig.client, "/settings"), "decline")
 	if !strings.Contains(callback, "error=access_denied") {
 		t.Fatalf("the emulator sent %s", callback)
@@ -371,6 +384,9 @@ func TestServiceOAuthDeclinedE2E(t *testing.T) {
 	}
 	if rig.tokenRequests.Load() != 0 {
 		t.Fatal("a declined login made a token request")
+	}
+	if oauthEventCount("login_declined") != declined+1 {
+		t.Fatal("the declined login was not counted")
 	}
 	// Trying again starts a new login.
 	rig.startLogin(rig.client, "/settings")
