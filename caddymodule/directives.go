@@ -10,6 +10,7 @@ import "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 func init() {
 	httpcaddyfile.RegisterDirectiveOrder("service_limits", httpcaddyfile.Before, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("service_webhook", httpcaddyfile.Before, "basic_auth")
+	httpcaddyfile.RegisterDirectiveOrder("service_oauth", httpcaddyfile.Before, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("service_auth", httpcaddyfile.Before, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("service_subscription", httpcaddyfile.Before, "basic_auth")
 	// The emulator answers its own paths and passes every other request on,
