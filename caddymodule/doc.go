@@ -1,18 +1,19 @@
 // Package caddymodule is the Caddy glue of servicegate: the module types,
 // their provisioning, their Caddyfile directives and their metrics. The work
-// itself is done by the packages token, subscription, signature and
-// emulator, which know nothing of Caddy.
+// itself is done by the packages token, subscription, signature,
+// limits, oauth and emulator, which know nothing of Caddy.
 //
 // Importing this package registers the modules
 //
 //	http.handlers.service_limits
 //	http.handlers.service_webhook
+//	http.handlers.service_oauth
 //	http.handlers.service_auth
 //	http.handlers.service_subscription
 //	http.handlers.service_emulator
 //	admin.api.service_subscription (forget an organization's cached answer)
 //
 // and their Caddyfile directives, ordered so that a route runs
-// limits → webhook → auth → subscription → the rest without an `order`
+// limits → webhook → oauth → auth → subscription → the rest without an `order`
 // global option.
 package caddymodule

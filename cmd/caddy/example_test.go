@@ -31,7 +31,7 @@ func TestCaddyfileExampleValidates(t *testing.T) {
 	for _, w := range warnings {
 		t.Errorf("adapt warning: %s", w.String())
 	}
-	for _, handler := range []string{"service_emulator", "service_webhook", "service_limits", "service_auth", "service_subscription", "reverse_proxy"} {
+	for _, handler := range []string{"service_emulator", "service_webhook", "service_limits", "service_oauth", "service_auth", "service_subscription", "reverse_proxy"} {
 		if !strings.Contains(string(adapted), `"handler":"`+handler+`"`) {
 			t.Errorf("Caddyfile.example does not use %s", handler)
 		}

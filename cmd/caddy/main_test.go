@@ -114,3 +114,51 @@ func TestManifestMatchesBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectiveOrder adapts a site block that lists servicegate's directives
+// in reverse and checks that they run in the order xcaddy.json gives, with no
+// order global option. (Inside a route block, directives run as written.)
+func TestDirectiveOrder(t *testing.T) {
+	m := readManifest(t)
+	blocks := map[string]string{
+		"service_limits":       "service_limits",
+		"service_webhook":      "service_webhook {\n\t\tsecret s\n\t}",
+		"service_oauth":        "service_oauth {\n\t\tclient_id c\n\t\tclient_secret s\n\t\tauth_url http://localhost:8081\n\t\tscopes project\n\t}",
+		"service_auth":         "service_auth {\n\t\ths256_secret s\n\t}",
+		"service_subscription": "service_subscription {\n\t\tapp_identifier a\n\t\tbase_url http://localhost:8081\n\t}",
+		"basic_auth":           "basic_auth {\n\t\tuser $2a$14$Zkx19XLiW6VYouLHR5NmfOFU0z2GTNmpkT/5qqR7hx4IjWJPDhjvG\n\t}",
+	}
+	handlerName := map[string]string{"basic_auth": "authentication"}
+	var body strings.Builder
+	for i := len(m.DirectiveOrder) - 1; i >= 0; i-- {
+		block, ok := blocks[m.DirectiveOrder[i]]
+		if !ok {
+			t.Fatalf("no test block for directive %s", m.DirectiveOrder[i])
+		}
+		body.WriteString("\t" + block + "\n")
+	}
+	input := ":8080 {\n" + body.String() + "\treverse_proxy localhost:3000\n}\n"
+	adapted, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(input), nil)
+	if err != nil {
+		t.Fatalf("adapt: %v\n%s", err, input)
+	}
+	var got []string
+	for _, field := range strings.Split(string(adapted), `"handler":"`)[1:] {
+		name, _, _ := strings.Cut(field, `"`)
+		if name != "subroute" {
+			got = append(got, name)
+		}
+	}
+	var want []string
+	for _, dir := range m.DirectiveOrder {
+		if h, ok := handlerName[dir]; ok {
+			want = append(want, h)
+		} else {
+			want = append(want, dir)
+		}
+	}
+	want = append(want, "reverse_proxy")
+	if !slices.Equal(got, want) {
+		t.Errorf("handlers run in the order\n  %v\nwant\n  %v", got, want)
+	}
+}

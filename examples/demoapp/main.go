@@ -3,6 +3,7 @@
 // knows nothing of tokens, subscriptions, signatures or limits; it trusts the
 // headers and bodies servicegate lets through.
 //
+//	GET  /                    the app's page, for people signed in with a browser
 //	GET  /api/whoami          the trusted identity headers servicegate set
 //	POST /webhooks            an event delivery (already verified)
 //	POST /file-format/parse   a parse-file job: one string per line of the file
@@ -16,6 +17,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"html/template"
 	"io"
 	"log"
 	"net/http"
@@ -28,6 +30,7 @@ func main() {
 	flag.Parse()
 
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", page)
 	mux.HandleFunc("GET /api/whoami", whoami)
 	mux.HandleFunc("POST /webhooks", webhook)
 	mux.HandleFunc("POST /file-format/parse", parseFile)
@@ -44,6 +47,27 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Demo app</title></head>
+<body>
+<h1>Demo app</h1>
+<p id="who">Signed in as user {{.User}} of {{.Organization}}.</p>
+<p><a href="/oauth/logout">Sign out</a></p>
+</body>
+</html>
+`))
+
+// page is the app's one page. servicegate signed the user in and checked
+// the organization's subscription before the request arrived here.
+func page(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = pageTemplate.Execute(w, map[string]string{
+		"User":         r.Header.Get("X-Service-User-Id"),
+		"Organization": r.Header.Get("X-Service-Domain"),
+	})
 }
 
 // whoami answers with the identity servicegate vouched for.
