@@ -29,6 +29,10 @@ const (
 // the domain claim, else the organization id in the context claim.
 var defaultOrganizationClaims = []string{"domain", "context.organization_id"}
 
+// messageNoToken answers a request that carries no access token, from
+// service_auth and from service_subscription alike.
+const messageNoToken = "Sign in to use this app: the request carries no access token."
+
 // Placeholders service_auth sets.
 const (
 	authUserPrefix      = "http.auth.user."
@@ -493,7 +497,7 @@ func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error,
 		a.counters.keysUnavailable.Inc()
 		setAuthError(r, reason)
 		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", reason))
-		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now because the signing keys are unavailable. Please try again shortly.")
+		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now: the signing keys are unavailable. Try again in a moment.")
 	}
 	a.counters.invalidToken.Inc()
 	a.logger.Debug("bearer token refused", zap.String("reason", reason), zap.Bool("from_query", fromQuery))
@@ -505,10 +509,10 @@ func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error,
 func (a *ServiceAuth) unauthorized(w http.ResponseWriter, r *http.Request, reason string, sent bool) error {
 	setAuthError(r, reason)
 	challenge := a.challenge
-	message := "Sign-in required: the request carries no bearer token."
+	message := messageNoToken
 	if sent {
 		challenge += `, error="invalid_token", error_description="` + reason + `"`
-		message = "Sign-in required: the bearer token was refused (" + reason + ")."
+		message = "Your access token was refused (" + reason + "). Sign in again."
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
 	return refuse(w, r, http.StatusUnauthorized, message)
@@ -518,7 +522,7 @@ func (a *ServiceAuth) unauthorized(w http.ResponseWriter, r *http.Request, reaso
 func (a *ServiceAuth) badRequest(w http.ResponseWriter, r *http.Request, problem string) error {
 	setAuthError(r, problem)
 	w.Header().Set("WWW-Authenticate", a.challenge+`, error="invalid_request", error_description="`+problem+`"`)
-	return refuse(w, r, http.StatusBadRequest, "Malformed request: "+problem+".")
+	return refuse(w, r, http.StatusBadRequest, "The request is malformed: "+problem+".")
 }
 
 func setAuthError(r *http.Request, reason string) {

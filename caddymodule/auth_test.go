@@ -188,6 +188,7 @@ func TestAuthAnswers(t *testing.T) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error.Message == "" {
 				t.Fatalf("body %q is not a JSON refusal", rec.Body.String())
 			}
+			assertSentence(t, body.Error.Message)
 			if strings.Contains(rec.Body.String(), valid) {
 				t.Fatal("refusal body holds the token")
 			}
@@ -540,5 +541,14 @@ func TestAuthMetrics(t *testing.T) {
 		if got := count(o) - before[o]; got != want {
 			t.Errorf("%s counted %v times, want %v", o, got, want)
 		}
+	}
+}
+
+// assertSentence checks that a refusal message reads as the others do: a
+// sentence for a person, capitalised and ending with a full stop.
+func assertSentence(t *testing.T, message string) {
+	t.Helper()
+	if message == "" || message[0] < 'A' || message[0] > 'Z' || !strings.HasSuffix(message, ".") {
+		t.Errorf("message %q is not a capitalised sentence ending with a full stop", message)
 	}
 }

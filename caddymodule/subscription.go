@@ -265,7 +265,7 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	}
 	if token == "" {
 		w.Header().Set("WWW-Authenticate", h.challenge)
-		return refuse(w, r, http.StatusUnauthorized, "Sign in to use this app: the request carries no access token.")
+		return refuse(w, r, http.StatusUnauthorized, messageNoToken)
 	}
 
 	base := h.base

@@ -197,6 +197,7 @@ func TestSubscriptionAnswers(t *testing.T) {
 					if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Message == "" {
 						t.Errorf("body %s is not a JSON refusal", rec.Body)
 					}
+					assertSentence(t, b.Error.Message)
 				}
 				if strings.Contains(rec.Body.String(), "tok-") {
 					t.Errorf("body %s holds the token", rec.Body)

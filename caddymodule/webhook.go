@@ -188,21 +188,21 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	var mac []byte
 	switch sigs := r.Header[headerSignature]; len(sigs) {
 	case 0:
-		return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "the delivery is not signed: X-Service-Signature is missing")
+		return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "The delivery is not signed: its X-Service-Signature header is missing.")
 	case 1:
 		var err error
 		if mac, err = signature.Parse(sigs[0]); err != nil {
 			if errors.Is(err, signature.ErrMissing) {
-				return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "the delivery is not signed: X-Service-Signature is empty")
+				return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "The delivery is not signed: its X-Service-Signature header is empty.")
 			}
-			return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "X-Service-Signature is not an HMAC-SHA256 in hex or base64")
+			return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The X-Service-Signature of the delivery is not an HMAC-SHA256 in hex or base64.")
 		}
 	default:
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "the delivery carries more than one X-Service-Signature")
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The delivery carries more than one X-Service-Signature header.")
 	}
 	verifier, ok := m.verifierFor(r.Header)
 	if !ok {
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "the delivery names more than one organization")
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The delivery names more than one organization (X-Service-Domain or X-Service-Id repeated).")
 	}
 
 	body := newDeliveryBody(r.ContentLength)
@@ -213,19 +213,19 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 			return m.refuseTooLarge(w, r)
 		}
 		m.logger.Debug("webhook delivery could not be read", zap.Error(err))
-		return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "the delivery could not be read in full")
+		return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "The delivery could not be read in full. Send it again.")
 	}
 	raw := body.bytes()
 
 	if verifier == nil || verifier.VerifyMAC(raw, mac) != nil {
 		body.release()
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "the signature of the delivery does not match")
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The signature of the delivery does not match its body.")
 	}
 	if len(m.ModuleKeys) > 0 {
 		keys := r.Header[headerModuleKey]
 		if len(keys) != 1 || !slices.Contains(m.ModuleKeys, keys[0]) {
 			body.release()
-			return m.refuse(w, r, outcomeForbidden, http.StatusForbidden, "this endpoint does not accept deliveries for that webhook module (X-Module-Key)")
+			return m.refuse(w, r, outcomeForbidden, http.StatusForbidden, "This endpoint does not accept deliveries for that webhook module (X-Module-Key).")
 		}
 	}
 	if m.events != nil {
@@ -286,16 +286,16 @@ func (m *ServiceWebhook) checkEvents(raw []byte) (int, string) {
 	})
 	switch {
 	case err != nil:
-		return http.StatusBadRequest, `the delivery is not JSON with an "events" list of objects that each name their "event"`
+		return http.StatusBadRequest, `The delivery is not JSON with an "events" list of objects that each name their "event".`
 	case !allowed:
-		return http.StatusForbidden, "the delivery holds an event this endpoint does not accept"
+		return http.StatusForbidden, "The delivery holds an event this endpoint does not accept."
 	}
 	return 0, ""
 }
 
 func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) error {
 	return m.refuse(w, r, outcomeTooLarge, http.StatusRequestEntityTooLarge,
-		"the delivery is larger than the "+humanize.IBytes(uint64(m.MaxSize))+" this endpoint accepts")
+		"The delivery is larger than the "+humanize.IBytes(uint64(m.MaxSize))+" this endpoint accepts.")
 }
 
 // refuse counts and answers a refused delivery. Only the outcome and

@@ -214,6 +214,7 @@ func TestWebhookServeHTTP(t *testing.T) {
 					t.Fatalf("refusal body %q is not {\"error\":{\"message\":…}}", rec.Body)
 				}
 				assertNoLeak(t, "refusal message", eb.Error.Message, tt.config.Secrets, tt.header, tt.body)
+				assertSentence(t, eb.Error.Message)
 			} else {
 				if app.calls != 1 || !bytes.Equal(app.body, tt.body) {
 					t.Fatalf("the app got %d calls and body %q, want the delivery byte for byte", app.calls, app.body)
