@@ -22,7 +22,6 @@ import (
 const (
 	defaultAuthLeeway    = 30 * time.Second
 	defaultAuthCacheSize = 10000
-	defaultAuthRealm     = "service"
 )
 
 // defaultOrganizationClaims are the claim paths of the organization key:
@@ -250,11 +249,7 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	if len(a.orgPaths) == 0 {
 		a.orgPaths = defaultOrganizationClaims
 	}
-	realm := a.Realm
-	if realm == "" {
-		realm = defaultAuthRealm
-	}
-	a.challenge = `Bearer realm="` + realm + `"`
+	a.challenge = bearerChallenge(a.Realm)
 	return nil
 }
 
@@ -546,6 +541,19 @@ func stripQueryParam(r *http.Request, param string) {
 	r.URL.RawQuery = strings.Join(kept, "&")
 	r.URL.ForceQuery = false
 	r.RequestURI = r.URL.RequestURI()
+}
+
+// defaultRealm is the realm of the WWW-Authenticate challenges of
+// service_auth and service_subscription.
+const defaultRealm = "service"
+
+// bearerChallenge is the RFC 6750 challenge for realm (defaultRealm when
+// empty); realm has passed validQuotedText.
+func bearerChallenge(realm string) string {
+	if realm == "" {
+		realm = defaultRealm
+	}
+	return `Bearer realm="` + realm + `"`
 }
 
 // validQuotedText reports whether s can sit inside an HTTP quoted-string

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/subscription"
+	"github.com/servicegate/servicegate/token"
 )
 
 // Defaults of service_subscription.
@@ -24,7 +25,6 @@ const (
 	defaultSubscriptionNegativeTTL = 30 * time.Second
 	defaultSubscriptionTimeout     = 10 * time.Second
 	defaultSubscriptionCacheSize   = 10000
-	defaultSubscriptionRealm       = "service"
 )
 
 // The on_error policies.
@@ -172,11 +172,7 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	}
 	h.staleGrace = time.Duration(h.StaleGrace)
 
-	realm := h.Realm
-	if realm == "" {
-		realm = defaultSubscriptionRealm
-	}
-	h.challenge = `Bearer realm="` + realm + `"`
+	h.challenge = bearerChallenge(h.Realm)
 	h.badToken = h.challenge + `, error="invalid_token"`
 
 	loc := time.UTC
@@ -225,8 +221,8 @@ func (h *ServiceSubscription) Validate() error {
 		return errors.New("service_subscription: durations must not be negative")
 	case h.CacheSize < 0:
 		return errors.New("service_subscription: cache_size must not be negative")
-	case strings.ContainsAny(h.Realm, "\"\\\r\n"):
-		return errors.New(`service_subscription: realm must not hold '"', '\' or line breaks`)
+	case !validQuotedText(h.Realm):
+		return errors.New(`service_subscription: realm must be printable text without " or \`)
 	}
 	switch h.OnError {
 	case "", onErrorDeny, onErrorAllow:
@@ -257,13 +253,13 @@ func (h *ServiceSubscription) Cleanup() error {
 // ServeHTTP lets the request through when the organization's subscription
 // is active, and answers it otherwise.
 func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	var token, org string
+	var tok, org string
 	if v, ok := verifiedFrom(r); ok {
-		token, org = v.Token, v.Organization
+		tok, org = v.Token, v.Organization
 	} else {
-		token = subscriptionBearerToken(r.Header.Get("Authorization"))
+		tok = subscriptionBearerToken(r.Header.Get("Authorization"))
 	}
-	if token == "" {
+	if tok == "" {
 		w.Header().Set("WWW-Authenticate", h.challenge)
 		return refuse(w, r, http.StatusUnauthorized, messageNoToken)
 	}
@@ -280,7 +276,7 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 
 	key := subscription.Key{BaseURL: base, App: h.app, Organization: org}
 	if org == "" {
-		key.Token = subscription.TokenHash(token)
+		key.Token = subscription.TokenHash(tok)
 	}
 	if a, ok := h.cache.Lookup(key); ok {
 		subscriptionCacheHits.Inc()
@@ -293,7 +289,7 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	subscriptionCacheMisses.Inc()
 
 	a, err := h.cache.Resolve(r.Context(), key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
-		return h.query(ctx, base, org, token)
+		return h.query(ctx, base, org, tok)
 	})
 	if err != nil {
 		return h.serviceFailed(w, r, next, key, err)
@@ -453,14 +449,11 @@ func hostLabelSafe(s string) bool {
 	return true
 }
 
-// subscriptionBearerToken returns the token of an Authorization header value of the
-// Bearer scheme (the scheme's case does not matter), or "".
+// subscriptionBearerToken returns the token of an Authorization header value
+// of the Bearer scheme, or "": the token service_auth would read.
 func subscriptionBearerToken(header string) string {
-	const scheme = "bearer "
-	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
-		return ""
-	}
-	return strings.TrimSpace(header[len(scheme):])
+	tok, _ := token.FromAuthorization(header)
+	return tok
 }
 
 // prefersHTML reports whether a client sending these Accept header values

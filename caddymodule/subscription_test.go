@@ -426,6 +426,8 @@ func TestSubscriptionProvisionAndValidate(t *testing.T) {
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", OnError: "stale"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", TimeZone: "Mars/Olympus"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: `x"y`},
+		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: "x\x01y"},
+		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: "x\ty"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", CacheSize: -1},
 	}
 	for _, h := range bad {
