@@ -323,6 +323,8 @@ type deliveryBody struct {
 	r      bytes.Reader
 	closed bool
 	done   bool
+	// declared is the Content-Length plus one, -1 when unknown.
+	declared int64
 }
 
 // bufferPool holds delivery buffers of at most maxPooledBuffer bytes; the
@@ -330,16 +332,24 @@ type deliveryBody struct {
 var bufferPool = sync.Pool{New: func() any { return new([]byte) }}
 
 const (
-	maxPooledBuffer = 1 << 20
-	minBuffer       = 4 << 10
+	maxPooledBuffer  = 1 << 20
+	minBuffer        = 4 << 10
+	maxUpfrontBuffer = 1 << 20
 )
 
 // newDeliveryBody returns a body with room for size bytes (plus one, to
 // see the end without growing), or a pooled buffer when size is unknown.
+// A declared size is trusted only up to maxUpfrontBuffer before any byte
+// arrives: a client that announces 5 MiB and sends nothing holds no more
+// than that. Once the client has filled that much, the buffer grows to the
+// declared size in one step.
 func newDeliveryBody(size int64) *deliveryBody {
-	b := &deliveryBody{buf: bufferPool.Get().(*[]byte)}
-	if want := size + 1; size >= 0 && int64(cap(*b.buf)) < want {
-		*b.buf = make([]byte, 0, max(want, minBuffer))
+	b := &deliveryBody{buf: bufferPool.Get().(*[]byte), declared: -1}
+	if size >= 0 {
+		b.declared = size + 1
+		if want := min(size+1, maxUpfrontBuffer); int64(cap(*b.buf)) < want {
+			*b.buf = make([]byte, 0, max(want, minBuffer))
+		}
 	}
 	*b.buf = (*b.buf)[:0]
 	return b
@@ -355,7 +365,8 @@ func (b *deliveryBody) readFrom(src io.Reader, limit int64) (int64, error) {
 	defer func() { *b.buf = buf }()
 	for {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(max(2*int64(cap(buf)), minBuffer), limit+1))
+			size := max(2*int64(cap(buf)), minBuffer, b.declared)
+			grown := make([]byte, len(buf), min(size, limit+1))
 			copy(grown, buf)
 			buf = grown
 		}

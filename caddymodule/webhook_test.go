@@ -647,6 +647,26 @@ func TestDeliveryBodyReturnsBufferOnce(t *testing.T) {
 	}
 }
 
+func TestDeliveryBodyTrustsDeclaredLengthOnlyOnceBytesArrive(t *testing.T) {
+	const declared = 5 << 20
+	b := newDeliveryBody(declared)
+	if c := cap(*b.buf); c > maxUpfrontBuffer {
+		t.Fatalf("a declared 5 MiB body took %d bytes before any byte arrived, want at most %d", c, maxUpfrontBuffer)
+	}
+	// The client sends what it declared: the buffer grows to the declared
+	// size in one step once the first MiB is in.
+	want := bytes.Repeat([]byte("x"), declared)
+	n, err := b.readFrom(bytes.NewReader(want), declared)
+	if err != nil || n != declared || !bytes.Equal(b.bytes(), want) {
+		t.Fatalf("read %d bytes, %v", n, err)
+	}
+	if c := cap(*b.buf); c != declared+1 {
+		t.Fatalf("buffer of %d bytes for a %d-byte body, want one growth to %d", c, declared, declared+1)
+	}
+	b.served()
+	_ = b.Close()
+}
+
 func TestWebhookRefusalWithErrorRoutes(t *testing.T) {
 	m := ServiceWebhook{Secrets: []string{appSecret}}
 	provisionWebhook(t, &m)
