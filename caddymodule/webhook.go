@@ -204,6 +204,11 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	if !ok {
 		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The delivery names more than one organization (X-Service-Domain or X-Service-Id repeated).")
 	}
+	if verifier == nil {
+		// No secret applies to this organization: nothing the body holds
+		// could pass, so it is not read.
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, messageSignatureMismatch)
+	}
 
 	body := newDeliveryBody(r.ContentLength)
 	n, err := body.readFrom(r.Body, m.MaxSize)
@@ -217,9 +222,9 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	}
 	raw := body.bytes()
 
-	if verifier == nil || verifier.VerifyMAC(raw, mac) != nil {
+	if verifier.VerifyMAC(raw, mac) != nil {
 		body.release()
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The signature of the delivery does not match its body.")
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, messageSignatureMismatch)
 	}
 	if len(m.ModuleKeys) > 0 {
 		keys := r.Header[headerModuleKey]
@@ -307,6 +312,9 @@ func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome 
 	}
 	return refuse(w, r, status, message)
 }
+
+// messageSignatureMismatch answers a delivery that no secret verifies.
+const messageSignatureMismatch = "The signature of the delivery does not match its body."
 
 // errDeliveryTooLarge stops reading a body once it passes max_size.
 var errDeliveryTooLarge = errors.New("delivery larger than max_size")

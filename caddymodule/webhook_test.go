@@ -307,7 +307,8 @@ func TestWebhookOnlyFileSecrets(t *testing.T) {
 		domain string
 		status int
 	}{{"acme", 204}, {"other", 401}, {"", 401}} {
-		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(delivery))
+		body := &readCounter{r: bytes.NewReader(delivery)}
+		req := httptest.NewRequest(http.MethodPost, "/", body)
 		req.Header.Set("X-Service-Signature", hmacHex("acme-secret", delivery))
 		req.Header.Set("X-Service-Domain", tt.domain)
 		rec := httptest.NewRecorder()
@@ -317,7 +318,22 @@ func TestWebhookOnlyFileSecrets(t *testing.T) {
 		if rec.Code != tt.status {
 			t.Fatalf("domain %q: status %d, want %d", tt.domain, rec.Code, tt.status)
 		}
+		if tt.status == http.StatusUnauthorized && body.n != 0 {
+			t.Fatalf("domain %q: the body of a delivery no secret can verify was read", tt.domain)
+		}
 	}
+}
+
+// readCounter counts the bytes read through it.
+type readCounter struct {
+	r io.Reader
+	n int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }
 
 func writeFile(t testing.TB, path, content string) {
