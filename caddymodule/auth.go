@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,6 +131,8 @@ type ServiceAuth struct {
 	challenge string
 	logger    *zap.Logger
 	counters  authCounters
+	stopJWKS  context.CancelFunc // nil without jwks_url
+	jwksDone  chan struct{}      // closed when the refresh loop has ended
 }
 
 // authEntry is everything a request with a verified token needs, built once
@@ -198,9 +201,14 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 			},
 		})
 		keys = a.jwks
-		// The config's context ends when the config is unloaded, and with
-		// it the refresh loop.
-		go a.jwks.Run(ctx)
+		// Cleanup stops the refresh loop and waits for it; the config's
+		// context ending stops it too.
+		runCtx, stop := context.WithCancel(ctx)
+		a.stopJWKS, a.jwksDone = stop, make(chan struct{})
+		go func() {
+			defer close(a.jwksDone)
+			a.jwks.Run(runCtx)
+		}()
 	}
 
 	audience := make([]string, 0, len(a.Audience))
@@ -250,6 +258,15 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 		a.orgPaths = defaultOrganizationClaims
 	}
 	a.challenge = bearerChallenge(a.Realm)
+	return nil
+}
+
+// Cleanup stops the JWKS refresh loop and waits for it to end.
+func (a *ServiceAuth) Cleanup() error {
+	if a.stopJWKS != nil {
+		a.stopJWKS()
+		<-a.jwksDone
+	}
 	return nil
 }
 
@@ -588,5 +605,6 @@ func validHeaderName(s string) bool {
 var (
 	_ caddy.Provisioner           = (*ServiceAuth)(nil)
 	_ caddy.Validator             = (*ServiceAuth)(nil)
+	_ caddy.CleanerUpper          = (*ServiceAuth)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceAuth)(nil)
 )

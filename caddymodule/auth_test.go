@@ -477,6 +477,26 @@ func TestAuthJWKS(t *testing.T) {
 	}
 }
 
+func TestAuthCleanupStopsTheJWKSRefresh(t *testing.T) {
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer ks.Close()
+	// The config's context stays alive: Cleanup alone must end the loop.
+	a := provisionAuth(t, &ServiceAuth{JWKSURL: ks.URL})
+	if a.jwksDone == nil {
+		t.Fatal("no refresh loop was started")
+	}
+	if err := a.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.jwksDone:
+	default:
+		t.Fatal("the JWKS refresh loop still runs after Cleanup")
+	}
+}
+
 func FuzzAuthServeHTTP(f *testing.F) {
 	valid := hsToken(f, emulatorClaims())
 	f.Add("Bearer "+valid, "")
