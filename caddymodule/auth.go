@@ -220,12 +220,17 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	if len(a.Audience) > 0 && len(audience) == 0 {
 		return errors.New("service_auth: audience is empty once its placeholders are resolved")
 	}
+	issuer := resolve(a.Issuer)
+	if a.Issuer != "" && issuer == "" {
+		// Checking no issuer at all would accept tokens of any issuer.
+		return errors.New("service_auth: issuer is empty once its placeholders are resolved")
+	}
 	leeway := defaultAuthLeeway
 	if a.Leeway != nil {
 		leeway = time.Duration(*a.Leeway)
 	}
 	a.verifier = token.NewVerifier(keys, token.Options{
-		Issuer:   resolve(a.Issuer),
+		Issuer:   issuer,
 		Audience: audience,
 		Leeway:   leeway,
 	})

@@ -375,6 +375,8 @@ func TestAuthPublicKeyAndProvisioning(t *testing.T) {
 		{"no key", ServiceAuth{}},
 		{"two keys", ServiceAuth{HS256Secret: "s", JWKSURL: "https://x/jwks"}},
 		{"empty env secret", ServiceAuth{HS256Secret: "{env.SERVICEGATE_TEST_UNSET_VARIABLE}"}},
+		{"empty env issuer", ServiceAuth{HS256Secret: "s", Issuer: "{env.SERVICEGATE_TEST_UNSET_VARIABLE}"}},
+		{"empty env audience", ServiceAuth{HS256Secret: "s", Audience: []string{"{env.SERVICEGATE_TEST_UNSET_VARIABLE}"}}},
 		{"missing key file", ServiceAuth{PublicKey: filepath.Join(dir, "absent.pem")}},
 		{"not a PEM", ServiceAuth{PublicKey: secretFile}},
 		{"jwks not http", ServiceAuth{JWKSURL: "ftp://x/jwks"}},

@@ -147,6 +147,9 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	repl := caddy.NewReplacer()
 	h.app = repl.ReplaceKnown(h.AppIdentifier, "")
+	if h.app == "" {
+		return errors.New("service_subscription: app_identifier is empty once its placeholders are resolved")
+	}
 	h.base = repl.ReplaceKnown(h.BaseURL, "")
 	h.dynamicBase = strings.ContainsAny(h.base, "{}")
 	if !h.dynamicBase {

@@ -429,6 +429,7 @@ func TestSubscriptionProvisionAndValidate(t *testing.T) {
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: "x\x01y"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: "x\ty"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", CacheSize: -1},
+		{AppIdentifier: "{env.SERVICEGATE_TEST_UNSET_VARIABLE}", BaseURL: "https://api.service.example"},
 	}
 	for _, h := range bad {
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
