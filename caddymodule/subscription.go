@@ -370,9 +370,7 @@ func (h *ServiceSubscription) refuseAnswer(w http.ResponseWriter, r *http.Reques
 
 // paymentRequiredBody is the JSON answer to an unpaid organization.
 type paymentRequiredBody struct {
-	Error struct {
-		Message string `json:"message"`
-	} `json:"error"`
+	errorBody
 	SubscribeLink string `json:"subscribe_link,omitempty"`
 }
 
