@@ -291,9 +291,21 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	}
 	subscriptionCacheMisses.Inc()
 
+	// ours tells whether the query Resolve ran (if any) carried this
+	// request's token; the write happens before Resolve returns.
+	ours := false
 	a, err := h.cache.Resolve(r.Context(), key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
+		ours = true
 		return h.query(ctx, base, org, tok)
 	})
+	if err == nil && a.Status == subscription.Unauthorized && !ours {
+		// The service refused the token of another member of the
+		// organization, whose query this request shared: that says
+		// nothing about this request's token, so ask with it.
+		qctx, cancel := context.WithTimeout(r.Context(), h.policy.Timeout)
+		a, err = h.query(qctx, base, org, tok)
+		cancel()
+	}
 	if err != nil {
 		return h.serviceFailed(w, r, next, key, err)
 	}
