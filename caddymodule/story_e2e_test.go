@@ -187,6 +187,11 @@ func TestE2EUserStory(t *testing.T) {
 		if got := h.Values("X-Service-Domain"); len(got) != 1 || got[0] != "acme.example" {
 			t.Errorf("X-Service-Domain %q, want [acme.example]", got)
 		}
+		for name := range h {
+			if name != "X-Service-Domain" && sameHeaderName(name, "X-Service-Domain") {
+				t.Errorf("the spoofed %s reached the app", name)
+			}
+		}
 		if h.Get("X-Organization") != "acme.example" || h.Get("X-User") != "42" {
 			t.Errorf("placeholders: organization %q, user %q", h.Get("X-Organization"), h.Get("X-User"))
 		}
