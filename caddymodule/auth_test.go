@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
 	dto "github.com/prometheus/client_model/go"
@@ -572,5 +573,20 @@ func assertSentence(t *testing.T, message string) {
 	t.Helper()
 	if message == "" || message[0] < 'A' || message[0] > 'Z' || !strings.HasSuffix(message, ".") {
 		t.Errorf("message %q is not a capitalised sentence ending with a full stop", message)
+	}
+}
+
+func TestCaddyfileUnknownSubDirectiveErrorsAlike(t *testing.T) {
+	for name, u := range map[string]caddyfile.Unmarshaler{
+		"service_auth":         new(ServiceAuth),
+		"service_subscription": new(ServiceSubscription),
+		"service_webhook":      new(ServiceWebhook),
+		"service_emulator":     new(ServiceEmulator),
+	} {
+		err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser(name + " {\n\tbogus 1\n}"))
+		want := `unrecognized ` + name + ` sub-directive "bogus"`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one saying %s", name, err, want)
+		}
 	}
 }
