@@ -93,6 +93,7 @@ type ServiceWebhook struct {
 	logger   *zap.Logger
 	stop     context.CancelFunc
 	watching chan struct{} // closed when the watching goroutine ends
+	tooLarge string        // the 413 message, made once
 }
 
 // CaddyModule returns the Caddy module information.
@@ -111,6 +112,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if m.MaxSize == 0 {
 		m.MaxSize = defaultWebhookMaxSize
 	}
+	m.tooLarge = "The delivery is larger than the " + humanize.IBytes(uint64(max(m.MaxSize, 0))) + " this endpoint accepts."
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
@@ -299,8 +301,7 @@ func (m *ServiceWebhook) checkEvents(raw []byte) (int, string) {
 }
 
 func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) error {
-	return m.refuse(w, r, outcomeTooLarge, http.StatusRequestEntityTooLarge,
-		"The delivery is larger than the "+humanize.IBytes(uint64(m.MaxSize))+" this endpoint accepts.")
+	return m.refuse(w, r, outcomeTooLarge, http.StatusRequestEntityTooLarge, m.tooLarge)
 }
 
 // refuse counts and answers a refused delivery. Only the outcome and

@@ -775,3 +775,21 @@ type statusWriter struct {
 func (w *statusWriter) Header() http.Header         { return w.header }
 func (w *statusWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *statusWriter) WriteHeader(code int)        { w.code = code }
+
+func TestWebhookTooLargeNamesTheLimit(t *testing.T) {
+	m := ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}
+	provisionWebhook(t, &m)
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(make([]byte, 2048)))
+	req.Header.Set("X-Service-Signature", hmacHex(appSecret, make([]byte, 2048)))
+	rec := httptest.NewRecorder()
+	if err := m.ServeHTTP(rec, req, &recordingApp{}); err != nil {
+		t.Fatal(err)
+	}
+	var eb errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if want := "The delivery is larger than the 1.0 KiB this endpoint accepts."; eb.Error.Message != want {
+		t.Fatalf("message %q, want %q", eb.Error.Message, want)
+	}
+}
