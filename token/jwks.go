@@ -44,7 +44,8 @@ type JWKSOptions struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// OnError, when set, hears about failed fetches (the last good set
-	// stays in use). Its errors hold the URL and the cause, no key.
+	// stays in use). Its errors hold the URL, without user info and query,
+	// and the cause; never a key.
 	OnError func(error)
 }
 
