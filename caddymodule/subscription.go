@@ -86,13 +86,14 @@ type ServiceSubscription struct {
 	// OnError says what happens to a request when the service cannot give
 	// a usable answer (unreachable, timeout, 5xx, unexpected status,
 	// unreadable body): "deny" answers 503 (the default), "allow" lets
-	// the request through, "stale" lets it through when the
-	// organization's last active answer lapsed less than StaleGrace ago
-	// and answers 503 otherwise.
+	// the request through, "stale" lets it through when the expires date
+	// of the organization's last active answer passed less than
+	// StaleGrace ago (or has not passed; max_age does not count here) and
+	// answers 503 otherwise.
 	OnError string `json:"on_error,omitempty"`
 
-	// StaleGrace is how long after it lapsed an active answer is still
-	// trusted while the service cannot answer. Required with on_error
+	// StaleGrace is how long after its expires date an active answer is
+	// still trusted while the service cannot answer. Required with on_error
 	// "stale".
 	StaleGrace caddy.Duration `json:"stale_grace,omitempty"`
 
