@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,12 +23,15 @@ import (
 const (
 	defaultAuthLeeway    = 30 * time.Second
 	defaultAuthCacheSize = 10000
-	defaultAuthRealm     = "service"
 )
 
 // defaultOrganizationClaims are the claim paths of the organization key:
 // the domain claim, else the organization id in the context claim.
 var defaultOrganizationClaims = []string{"domain", "context.organization_id"}
+
+// messageNoToken answers a request that carries no access token, from
+// service_auth and from service_subscription alike.
+const messageNoToken = "Sign in to use this app: the request carries no access token."
 
 // Placeholders service_auth sets.
 const (
@@ -127,6 +131,8 @@ type ServiceAuth struct {
 	challenge string
 	logger    *zap.Logger
 	counters  authCounters
+	stopJWKS  context.CancelFunc // nil without jwks_url
+	jwksDone  chan struct{}      // closed when the refresh loop has ended
 }
 
 // authEntry is everything a request with a verified token needs, built once
@@ -195,9 +201,14 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 			},
 		})
 		keys = a.jwks
-		// The config's context ends when the config is unloaded, and with
-		// it the refresh loop.
-		go a.jwks.Run(ctx)
+		// Cleanup stops the refresh loop and waits for it; the config's
+		// context ending stops it too.
+		runCtx, stop := context.WithCancel(ctx)
+		a.stopJWKS, a.jwksDone = stop, make(chan struct{})
+		go func() {
+			defer close(a.jwksDone)
+			a.jwks.Run(runCtx)
+		}()
 	}
 
 	audience := make([]string, 0, len(a.Audience))
@@ -209,12 +220,17 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	if len(a.Audience) > 0 && len(audience) == 0 {
 		return errors.New("service_auth: audience is empty once its placeholders are resolved")
 	}
+	issuer := resolve(a.Issuer)
+	if a.Issuer != "" && issuer == "" {
+		// Checking no issuer at all would accept tokens of any issuer.
+		return errors.New("service_auth: issuer is empty once its placeholders are resolved")
+	}
 	leeway := defaultAuthLeeway
 	if a.Leeway != nil {
 		leeway = time.Duration(*a.Leeway)
 	}
 	a.verifier = token.NewVerifier(keys, token.Options{
-		Issuer:   resolve(a.Issuer),
+		Issuer:   issuer,
 		Audience: audience,
 		Leeway:   leeway,
 	})
@@ -246,11 +262,16 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	if len(a.orgPaths) == 0 {
 		a.orgPaths = defaultOrganizationClaims
 	}
-	realm := a.Realm
-	if realm == "" {
-		realm = defaultAuthRealm
+	a.challenge = bearerChallenge(a.Realm)
+	return nil
+}
+
+// Cleanup stops the JWKS refresh loop and waits for it to end.
+func (a *ServiceAuth) Cleanup() error {
+	if a.stopJWKS != nil {
+		a.stopJWKS()
+		<-a.jwksDone
 	}
-	a.challenge = `Bearer realm="` + realm + `"`
 	return nil
 }
 
@@ -493,7 +514,7 @@ func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error,
 		a.counters.keysUnavailable.Inc()
 		setAuthError(r, reason)
 		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", reason))
-		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now because the signing keys are unavailable. Please try again shortly.")
+		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now: the signing keys are unavailable. Try again in a moment.")
 	}
 	a.counters.invalidToken.Inc()
 	a.logger.Debug("bearer token refused", zap.String("reason", reason), zap.Bool("from_query", fromQuery))
@@ -505,10 +526,10 @@ func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error,
 func (a *ServiceAuth) unauthorized(w http.ResponseWriter, r *http.Request, reason string, sent bool) error {
 	setAuthError(r, reason)
 	challenge := a.challenge
-	message := "Sign-in required: the request carries no bearer token."
+	message := messageNoToken
 	if sent {
 		challenge += `, error="invalid_token", error_description="` + reason + `"`
-		message = "Sign-in required: the bearer token was refused (" + reason + ")."
+		message = "Your access token was refused (" + reason + "). Sign in again."
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
 	return refuse(w, r, http.StatusUnauthorized, message)
@@ -518,7 +539,7 @@ func (a *ServiceAuth) unauthorized(w http.ResponseWriter, r *http.Request, reaso
 func (a *ServiceAuth) badRequest(w http.ResponseWriter, r *http.Request, problem string) error {
 	setAuthError(r, problem)
 	w.Header().Set("WWW-Authenticate", a.challenge+`, error="invalid_request", error_description="`+problem+`"`)
-	return refuse(w, r, http.StatusBadRequest, "Malformed request: "+problem+".")
+	return refuse(w, r, http.StatusBadRequest, "The request is malformed: "+problem+".")
 }
 
 func setAuthError(r *http.Request, reason string) {
@@ -542,6 +563,19 @@ func stripQueryParam(r *http.Request, param string) {
 	r.URL.RawQuery = strings.Join(kept, "&")
 	r.URL.ForceQuery = false
 	r.RequestURI = r.URL.RequestURI()
+}
+
+// defaultRealm is the realm of the WWW-Authenticate challenges of
+// service_auth and service_subscription.
+const defaultRealm = "service"
+
+// bearerChallenge is the RFC 6750 challenge for realm (defaultRealm when
+// empty); realm has passed validQuotedText.
+func bearerChallenge(realm string) string {
+	if realm == "" {
+		realm = defaultRealm
+	}
+	return `Bearer realm="` + realm + `"`
 }
 
 // validQuotedText reports whether s can sit inside an HTTP quoted-string
@@ -576,5 +610,6 @@ func validHeaderName(s string) bool {
 var (
 	_ caddy.Provisioner           = (*ServiceAuth)(nil)
 	_ caddy.Validator             = (*ServiceAuth)(nil)
+	_ caddy.CleanerUpper          = (*ServiceAuth)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceAuth)(nil)
 )

@@ -130,7 +130,7 @@ func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.CacheSize = &n
 			}
 		default:
-			return d.Errf("unrecognized service_auth option %q", sub)
+			return d.Errf("unrecognized service_auth sub-directive %q", sub)
 		}
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
 	dto "github.com/prometheus/client_model/go"
@@ -188,6 +189,7 @@ func TestAuthAnswers(t *testing.T) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Error.Message == "" {
 				t.Fatalf("body %q is not a JSON refusal", rec.Body.String())
 			}
+			assertSentence(t, body.Error.Message)
 			if strings.Contains(rec.Body.String(), valid) {
 				t.Fatal("refusal body holds the token")
 			}
@@ -374,6 +376,8 @@ func TestAuthPublicKeyAndProvisioning(t *testing.T) {
 		{"no key", ServiceAuth{}},
 		{"two keys", ServiceAuth{HS256Secret: "s", JWKSURL: "https://x/jwks"}},
 		{"empty env secret", ServiceAuth{HS256Secret: "{env.SERVICEGATE_TEST_UNSET_VARIABLE}"}},
+		{"empty env issuer", ServiceAuth{HS256Secret: "s", Issuer: "{env.SERVICEGATE_TEST_UNSET_VARIABLE}"}},
+		{"empty env audience", ServiceAuth{HS256Secret: "s", Audience: []string{"{env.SERVICEGATE_TEST_UNSET_VARIABLE}"}}},
 		{"missing key file", ServiceAuth{PublicKey: filepath.Join(dir, "absent.pem")}},
 		{"not a PEM", ServiceAuth{PublicKey: secretFile}},
 		{"jwks not http", ServiceAuth{JWKSURL: "ftp://x/jwks"}},
@@ -476,6 +480,26 @@ func TestAuthJWKS(t *testing.T) {
 	}
 }
 
+func TestAuthCleanupStopsTheJWKSRefresh(t *testing.T) {
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer ks.Close()
+	// The config's context stays alive: Cleanup alone must end the loop.
+	a := provisionAuth(t, &ServiceAuth{JWKSURL: ks.URL})
+	if a.jwksDone == nil {
+		t.Fatal("no refresh loop was started")
+	}
+	if err := a.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.jwksDone:
+	default:
+		t.Fatal("the JWKS refresh loop still runs after Cleanup")
+	}
+}
+
 func FuzzAuthServeHTTP(f *testing.F) {
 	valid := hsToken(f, emulatorClaims())
 	f.Add("Bearer "+valid, "")
@@ -539,6 +563,30 @@ func TestAuthMetrics(t *testing.T) {
 	for o, want := range map[string]float64{authVerified: 1, authRemembered: 1, authNoToken: 1, authInvalidToken: 1, authBadRequest: 1} {
 		if got := count(o) - before[o]; got != want {
 			t.Errorf("%s counted %v times, want %v", o, got, want)
+		}
+	}
+}
+
+// assertSentence checks that a refusal message reads as the others do: a
+// sentence for a person, capitalised and ending with a full stop.
+func assertSentence(t *testing.T, message string) {
+	t.Helper()
+	if message == "" || message[0] < 'A' || message[0] > 'Z' || !strings.HasSuffix(message, ".") {
+		t.Errorf("message %q is not a capitalised sentence ending with a full stop", message)
+	}
+}
+
+func TestCaddyfileUnknownSubDirectiveErrorsAlike(t *testing.T) {
+	for name, u := range map[string]caddyfile.Unmarshaler{
+		"service_auth":         new(ServiceAuth),
+		"service_subscription": new(ServiceSubscription),
+		"service_webhook":      new(ServiceWebhook),
+		"service_emulator":     new(ServiceEmulator),
+	} {
+		err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser(name + " {\n\tbogus 1\n}"))
+		want := `unrecognized ` + name + ` sub-directive "bogus"`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one saying %s", name, err, want)
 		}
 	}
 }

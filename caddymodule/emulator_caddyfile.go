@@ -86,7 +86,7 @@ func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			m.Organizations = append(m.Organizations, org)
 		default:
-			return d.Errf("unrecognized service_emulator subdirective %q", name)
+			return d.Errf("unrecognized service_emulator sub-directive %q", name)
 		}
 	}
 	if m.ClientID == "" || m.ClientSecret == "" || len(m.RedirectURIs) == 0 {
@@ -141,7 +141,7 @@ func unmarshalEmulatedOrganization(d *caddyfile.Dispenser) (EmulatedOrganization
 			}
 			states++
 		default:
-			return org, d.Errf("unrecognized organization subdirective %q", name)
+			return org, d.Errf("unrecognized organization sub-directive %q", name)
 		}
 	}
 	if org.ID == 0 {

@@ -58,14 +58,14 @@ func TestServiceEmulatorCaddyfileErrors(t *testing.T) {
 		{"two secrets", "client_secret a b\n" + base, "wrong argument count"},
 		{"bad lifetime", base + "token_lifetime soon", "not a positive duration"},
 		{"zero lifetime", base + "code_lifetime 0s", "not a positive duration"},
-		{"unknown subdirective", base + "scope project", "unrecognized service_emulator subdirective"},
+		{"unknown subdirective", base + "scope project", "unrecognized service_emulator sub-directive"},
 		{"organization without domain", base + "organization {\nid 1\n}", "wrong argument count"},
 		{"organization without id", base + "organization a.example {\nmissing\n}", "needs an id"},
 		{"bad id", base + "organization a.example {\nid one\n}", "not a positive integer"},
 		{"bad date", base + "organization a.example {\nid 1\nactive_until soon\n}", "is not a date"},
 		{"two states", base + "organization a.example {\nid 1\nmissing\nunpaid https://x.example\n}", "give one of"},
 		{"twice", base + "organization a.example {\nid 1\n}\norganization a.example {\nid 2\n}", "configured twice"},
-		{"unknown organization subdirective", base + "organization a.example {\nid 1\nplan pro\n}", "unrecognized organization subdirective"},
+		{"unknown organization subdirective", base + "organization a.example {\nid 1\nplan pro\n}", "unrecognized organization sub-directive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

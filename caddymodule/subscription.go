@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/subscription"
+	"github.com/servicegate/servicegate/token"
 )
 
 // Defaults of service_subscription.
@@ -24,7 +25,6 @@ const (
 	defaultSubscriptionNegativeTTL = 30 * time.Second
 	defaultSubscriptionTimeout     = 10 * time.Second
 	defaultSubscriptionCacheSize   = 10000
-	defaultSubscriptionRealm       = "service"
 )
 
 // The on_error policies.
@@ -86,13 +86,14 @@ type ServiceSubscription struct {
 	// OnError says what happens to a request when the service cannot give
 	// a usable answer (unreachable, timeout, 5xx, unexpected status,
 	// unreadable body): "deny" answers 503 (the default), "allow" lets
-	// the request through, "stale" lets it through when the
-	// organization's last active answer lapsed less than StaleGrace ago
-	// and answers 503 otherwise.
+	// the request through, "stale" lets it through when the expires date
+	// of the organization's last active answer passed less than
+	// StaleGrace ago (or has not passed; max_age does not count here) and
+	// answers 503 otherwise.
 	OnError string `json:"on_error,omitempty"`
 
-	// StaleGrace is how long after it lapsed an active answer is still
-	// trusted while the service cannot answer. Required with on_error
+	// StaleGrace is how long after its expires date an active answer is
+	// still trusted while the service cannot answer. Required with on_error
 	// "stale".
 	StaleGrace caddy.Duration `json:"stale_grace,omitempty"`
 
@@ -147,6 +148,9 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	repl := caddy.NewReplacer()
 	h.app = repl.ReplaceKnown(h.AppIdentifier, "")
+	if h.app == "" {
+		return errors.New("service_subscription: app_identifier is empty once its placeholders are resolved")
+	}
 	h.base = repl.ReplaceKnown(h.BaseURL, "")
 	h.dynamicBase = strings.ContainsAny(h.base, "{}")
 	if !h.dynamicBase {
@@ -172,11 +176,7 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	}
 	h.staleGrace = time.Duration(h.StaleGrace)
 
-	realm := h.Realm
-	if realm == "" {
-		realm = defaultSubscriptionRealm
-	}
-	h.challenge = `Bearer realm="` + realm + `"`
+	h.challenge = bearerChallenge(h.Realm)
 	h.badToken = h.challenge + `, error="invalid_token"`
 
 	loc := time.UTC
@@ -225,8 +225,8 @@ func (h *ServiceSubscription) Validate() error {
 		return errors.New("service_subscription: durations must not be negative")
 	case h.CacheSize < 0:
 		return errors.New("service_subscription: cache_size must not be negative")
-	case strings.ContainsAny(h.Realm, "\"\\\r\n"):
-		return errors.New(`service_subscription: realm must not hold '"', '\' or line breaks`)
+	case !validQuotedText(h.Realm):
+		return errors.New(`service_subscription: realm must be printable text without " or \`)
 	}
 	switch h.OnError {
 	case "", onErrorDeny, onErrorAllow:
@@ -257,15 +257,15 @@ func (h *ServiceSubscription) Cleanup() error {
 // ServeHTTP lets the request through when the organization's subscription
 // is active, and answers it otherwise.
 func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	var token, org string
+	var tok, org string
 	if v, ok := verifiedFrom(r); ok {
-		token, org = v.Token, v.Organization
+		tok, org = v.Token, v.Organization
 	} else {
-		token = subscriptionBearerToken(r.Header.Get("Authorization"))
+		tok = subscriptionBearerToken(r.Header.Get("Authorization"))
 	}
-	if token == "" {
+	if tok == "" {
 		w.Header().Set("WWW-Authenticate", h.challenge)
-		return refuse(w, r, http.StatusUnauthorized, "Sign in to use this app: the request carries no access token.")
+		return refuse(w, r, http.StatusUnauthorized, messageNoToken)
 	}
 
 	base := h.base
@@ -280,7 +280,7 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 
 	key := subscription.Key{BaseURL: base, App: h.app, Organization: org}
 	if org == "" {
-		key.Token = subscription.TokenHash(token)
+		key.Token = subscription.TokenHash(tok)
 	}
 	if a, ok := h.cache.Lookup(key); ok {
 		subscriptionCacheHits.Inc()
@@ -292,9 +292,21 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	}
 	subscriptionCacheMisses.Inc()
 
+	// ours tells whether the query Resolve ran (if any) carried this
+	// request's token; the write happens before Resolve returns.
+	ours := false
 	a, err := h.cache.Resolve(r.Context(), key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
-		return h.query(ctx, base, org, token)
+		ours = true
+		return h.query(ctx, base, org, tok)
 	})
+	if err == nil && a.Status == subscription.Unauthorized && !ours {
+		// The service refused the token of another member of the
+		// organization, whose query this request shared: that says
+		// nothing about this request's token, so ask with it.
+		qctx, cancel := context.WithTimeout(r.Context(), h.policy.Timeout)
+		a, err = h.query(qctx, base, org, tok)
+		cancel()
+	}
 	if err != nil {
 		return h.serviceFailed(w, r, next, key, err)
 	}
@@ -371,9 +383,7 @@ func (h *ServiceSubscription) refuseAnswer(w http.ResponseWriter, r *http.Reques
 
 // paymentRequiredBody is the JSON answer to an unpaid organization.
 type paymentRequiredBody struct {
-	Error struct {
-		Message string `json:"message"`
-	} `json:"error"`
+	errorBody
 	SubscribeLink string `json:"subscribe_link,omitempty"`
 }
 
@@ -453,14 +463,11 @@ func hostLabelSafe(s string) bool {
 	return true
 }
 
-// subscriptionBearerToken returns the token of an Authorization header value of the
-// Bearer scheme (the scheme's case does not matter), or "".
+// subscriptionBearerToken returns the token of an Authorization header value
+// of the Bearer scheme, or "": the token service_auth would read.
 func subscriptionBearerToken(header string) string {
-	const scheme = "bearer "
-	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
-		return ""
-	}
-	return strings.TrimSpace(header[len(scheme):])
+	tok, _ := token.FromAuthorization(header)
+	return tok
 }
 
 // prefersHTML reports whether a client sending these Accept header values

@@ -116,7 +116,7 @@ func (h *ServiceSubscription) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("service_subscription: on_error %q is not one of deny, allow, stale <grace>", h.OnError)
 			}
 		default:
-			return d.Errf("service_subscription: unknown sub-directive %q", name)
+			return d.Errf("unrecognized service_subscription sub-directive %q", name)
 		}
 	}
 	return nil

@@ -197,6 +197,7 @@ func TestSubscriptionAnswers(t *testing.T) {
 					if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Message == "" {
 						t.Errorf("body %s is not a JSON refusal", rec.Body)
 					}
+					assertSentence(t, b.Error.Message)
 				}
 				if strings.Contains(rec.Body.String(), "tok-") {
 					t.Errorf("body %s holds the token", rec.Body)
@@ -331,6 +332,54 @@ func TestSubscriptionCachesPerVerifiedOrganization(t *testing.T) {
 	}
 }
 
+func TestSubscriptionSharedQueryRefusingAnotherMembersToken(t *testing.T) {
+	// The service refuses the token "revoked" and accepts "good"; the
+	// first query is held until a second member of the organization has
+	// joined it.
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	var queries atomic.Int64
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries.Add(1)
+		first.Do(func() {
+			close(arrived)
+			<-release
+		})
+		if r.Header.Get("Authorization") == "Bearer revoked" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"expires":"2099-01-01 00:00:00"}`))
+	}))
+	defer svc.Close()
+	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
+	provisionSubscription(t, h)
+	serve := func(token string) int {
+		r := subscriptionRequest("", "")
+		setVerified(r, &Verified{Token: token, Organization: "acme"})
+		rec := httptest.NewRecorder()
+		if err := h.ServeHTTP(rec, r, new(subscriptionUpstream)); err != nil {
+			t.Error(err)
+		}
+		return rec.Code
+	}
+	revoked := make(chan int)
+	go func() { revoked <- serve("revoked") }()
+	<-arrived
+	good := make(chan int)
+	go func() { good <- serve("good") }()
+	// Give the second request time to join the query under way; if it
+	// has not, it asks on its own and the outcome is the same.
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	if code := <-revoked; code != http.StatusUnauthorized {
+		t.Errorf("the refused token got %d, want 401", code)
+	}
+	if code := <-good; code != http.StatusOK {
+		t.Errorf("a valid token sharing the query of a refused one got %d, want 200", code)
+	}
+}
+
 func TestSubscriptionStaleGrace(t *testing.T) {
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
@@ -425,7 +474,10 @@ func TestSubscriptionProvisionAndValidate(t *testing.T) {
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", OnError: "stale"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", TimeZone: "Mars/Olympus"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: `x"y`},
+		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: "x\x01y"},
+		{AppIdentifier: "a", BaseURL: "https://api.service.example", Realm: "x\ty"},
 		{AppIdentifier: "a", BaseURL: "https://api.service.example", CacheSize: -1},
+		{AppIdentifier: "{env.SERVICEGATE_TEST_UNSET_VARIABLE}", BaseURL: "https://api.service.example"},
 	}
 	for _, h := range bad {
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})

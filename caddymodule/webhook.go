@@ -93,6 +93,7 @@ type ServiceWebhook struct {
 	logger   *zap.Logger
 	stop     context.CancelFunc
 	watching chan struct{} // closed when the watching goroutine ends
+	tooLarge string        // the 413 message, made once
 }
 
 // CaddyModule returns the Caddy module information.
@@ -111,6 +112,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if m.MaxSize == 0 {
 		m.MaxSize = defaultWebhookMaxSize
 	}
+	m.tooLarge = "The delivery is larger than the " + humanize.IBytes(uint64(max(m.MaxSize, 0))) + " this endpoint accepts."
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
@@ -188,21 +190,26 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	var mac []byte
 	switch sigs := r.Header[headerSignature]; len(sigs) {
 	case 0:
-		return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "the delivery is not signed: X-Service-Signature is missing")
+		return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "The delivery is not signed: its X-Service-Signature header is missing.")
 	case 1:
 		var err error
 		if mac, err = signature.Parse(sigs[0]); err != nil {
 			if errors.Is(err, signature.ErrMissing) {
-				return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "the delivery is not signed: X-Service-Signature is empty")
+				return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "The delivery is not signed: its X-Service-Signature header is empty.")
 			}
-			return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "X-Service-Signature is not an HMAC-SHA256 in hex or base64")
+			return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The X-Service-Signature of the delivery is not an HMAC-SHA256 in hex or base64.")
 		}
 	default:
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "the delivery carries more than one X-Service-Signature")
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The delivery carries more than one X-Service-Signature header.")
 	}
 	verifier, ok := m.verifierFor(r.Header)
 	if !ok {
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "the delivery names more than one organization")
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The delivery names more than one organization (X-Service-Domain or X-Service-Id repeated).")
+	}
+	if verifier == nil {
+		// No secret applies to this organization: nothing the body holds
+		// could pass, so it is not read.
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, messageSignatureMismatch)
 	}
 
 	body := newDeliveryBody(r.ContentLength)
@@ -213,19 +220,19 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 			return m.refuseTooLarge(w, r)
 		}
 		m.logger.Debug("webhook delivery could not be read", zap.Error(err))
-		return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "the delivery could not be read in full")
+		return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "The delivery could not be read in full. Send it again.")
 	}
 	raw := body.bytes()
 
-	if verifier == nil || verifier.VerifyMAC(raw, mac) != nil {
+	if verifier.VerifyMAC(raw, mac) != nil {
 		body.release()
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "the signature of the delivery does not match")
+		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, messageSignatureMismatch)
 	}
 	if len(m.ModuleKeys) > 0 {
 		keys := r.Header[headerModuleKey]
 		if len(keys) != 1 || !slices.Contains(m.ModuleKeys, keys[0]) {
 			body.release()
-			return m.refuse(w, r, outcomeForbidden, http.StatusForbidden, "this endpoint does not accept deliveries for that webhook module (X-Module-Key)")
+			return m.refuse(w, r, outcomeForbidden, http.StatusForbidden, "This endpoint does not accept deliveries for that webhook module (X-Module-Key).")
 		}
 	}
 	if m.events != nil {
@@ -286,16 +293,15 @@ func (m *ServiceWebhook) checkEvents(raw []byte) (int, string) {
 	})
 	switch {
 	case err != nil:
-		return http.StatusBadRequest, `the delivery is not JSON with an "events" list of objects that each name their "event"`
+		return http.StatusBadRequest, `The delivery is not JSON with an "events" list of objects that each name their "event".`
 	case !allowed:
-		return http.StatusForbidden, "the delivery holds an event this endpoint does not accept"
+		return http.StatusForbidden, "The delivery holds an event this endpoint does not accept."
 	}
 	return 0, ""
 }
 
 func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) error {
-	return m.refuse(w, r, outcomeTooLarge, http.StatusRequestEntityTooLarge,
-		"the delivery is larger than the "+humanize.IBytes(uint64(m.MaxSize))+" this endpoint accepts")
+	return m.refuse(w, r, outcomeTooLarge, http.StatusRequestEntityTooLarge, m.tooLarge)
 }
 
 // refuse counts and answers a refused delivery. Only the outcome and
@@ -307,6 +313,9 @@ func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome 
 	}
 	return refuse(w, r, status, message)
 }
+
+// messageSignatureMismatch answers a delivery that no secret verifies.
+const messageSignatureMismatch = "The signature of the delivery does not match its body."
 
 // errDeliveryTooLarge stops reading a body once it passes max_size.
 var errDeliveryTooLarge = errors.New("delivery larger than max_size")
@@ -323,6 +332,8 @@ type deliveryBody struct {
 	r      bytes.Reader
 	closed bool
 	done   bool
+	// declared is the Content-Length plus one, -1 when unknown.
+	declared int64
 }
 
 // bufferPool holds delivery buffers of at most maxPooledBuffer bytes; the
@@ -330,16 +341,24 @@ type deliveryBody struct {
 var bufferPool = sync.Pool{New: func() any { return new([]byte) }}
 
 const (
-	maxPooledBuffer = 1 << 20
-	minBuffer       = 4 << 10
+	maxPooledBuffer  = 1 << 20
+	minBuffer        = 4 << 10
+	maxUpfrontBuffer = 1 << 20
 )
 
 // newDeliveryBody returns a body with room for size bytes (plus one, to
 // see the end without growing), or a pooled buffer when size is unknown.
+// A declared size is trusted only up to maxUpfrontBuffer before any byte
+// arrives: a client that announces 5 MiB and sends nothing holds no more
+// than that. Once the client has filled that much, the buffer grows to the
+// declared size in one step.
 func newDeliveryBody(size int64) *deliveryBody {
-	b := &deliveryBody{buf: bufferPool.Get().(*[]byte)}
-	if want := size + 1; size >= 0 && int64(cap(*b.buf)) < want {
-		*b.buf = make([]byte, 0, max(want, minBuffer))
+	b := &deliveryBody{buf: bufferPool.Get().(*[]byte), declared: -1}
+	if size >= 0 {
+		b.declared = size + 1
+		if want := min(size+1, maxUpfrontBuffer); int64(cap(*b.buf)) < want {
+			*b.buf = make([]byte, 0, max(want, minBuffer))
+		}
 	}
 	*b.buf = (*b.buf)[:0]
 	return b
@@ -355,7 +374,8 @@ func (b *deliveryBody) readFrom(src io.Reader, limit int64) (int64, error) {
 	defer func() { *b.buf = buf }()
 	for {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(max(2*int64(cap(buf)), minBuffer), limit+1))
+			size := max(2*int64(cap(buf)), minBuffer, b.declared)
+			grown := make([]byte, len(buf), min(size, limit+1))
 			copy(grown, buf)
 			buf = grown
 		}

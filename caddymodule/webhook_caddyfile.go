@@ -85,7 +85,7 @@ func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			m.MaxSize = int64(size)
 		default:
-			return d.Errf("unrecognized service_webhook option '%s'", d.Val())
+			return d.Errf("unrecognized service_webhook sub-directive %q", d.Val())
 		}
 	}
 	return nil

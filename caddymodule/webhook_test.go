@@ -214,6 +214,7 @@ func TestWebhookServeHTTP(t *testing.T) {
 					t.Fatalf("refusal body %q is not {\"error\":{\"message\":…}}", rec.Body)
 				}
 				assertNoLeak(t, "refusal message", eb.Error.Message, tt.config.Secrets, tt.header, tt.body)
+				assertSentence(t, eb.Error.Message)
 			} else {
 				if app.calls != 1 || !bytes.Equal(app.body, tt.body) {
 					t.Fatalf("the app got %d calls and body %q, want the delivery byte for byte", app.calls, app.body)
@@ -306,7 +307,8 @@ func TestWebhookOnlyFileSecrets(t *testing.T) {
 		domain string
 		status int
 	}{{"acme", 204}, {"other", 401}, {"", 401}} {
-		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(delivery))
+		body := &readCounter{r: bytes.NewReader(delivery)}
+		req := httptest.NewRequest(http.MethodPost, "/", body)
 		req.Header.Set("X-Service-Signature", hmacHex("acme-secret", delivery))
 		req.Header.Set("X-Service-Domain", tt.domain)
 		rec := httptest.NewRecorder()
@@ -316,7 +318,22 @@ func TestWebhookOnlyFileSecrets(t *testing.T) {
 		if rec.Code != tt.status {
 			t.Fatalf("domain %q: status %d, want %d", tt.domain, rec.Code, tt.status)
 		}
+		if tt.status == http.StatusUnauthorized && body.n != 0 {
+			t.Fatalf("domain %q: the body of a delivery no secret can verify was read", tt.domain)
+		}
 	}
+}
+
+// readCounter counts the bytes read through it.
+type readCounter struct {
+	r io.Reader
+	n int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }
 
 func writeFile(t testing.TB, path, content string) {
@@ -646,6 +663,26 @@ func TestDeliveryBodyReturnsBufferOnce(t *testing.T) {
 	}
 }
 
+func TestDeliveryBodyTrustsDeclaredLengthOnlyOnceBytesArrive(t *testing.T) {
+	const declared = 5 << 20
+	b := newDeliveryBody(declared)
+	if c := cap(*b.buf); c > maxUpfrontBuffer {
+		t.Fatalf("a declared 5 MiB body took %d bytes before any byte arrived, want at most %d", c, maxUpfrontBuffer)
+	}
+	// The client sends what it declared: the buffer grows to the declared
+	// size in one step once the first MiB is in.
+	want := bytes.Repeat([]byte("x"), declared)
+	n, err := b.readFrom(bytes.NewReader(want), declared)
+	if err != nil || n != declared || !bytes.Equal(b.bytes(), want) {
+		t.Fatalf("read %d bytes, %v", n, err)
+	}
+	if c := cap(*b.buf); c != declared+1 {
+		t.Fatalf("buffer of %d bytes for a %d-byte body, want one growth to %d", c, declared, declared+1)
+	}
+	b.served()
+	_ = b.Close()
+}
+
 func TestWebhookRefusalWithErrorRoutes(t *testing.T) {
 	m := ServiceWebhook{Secrets: []string{appSecret}}
 	provisionWebhook(t, &m)
@@ -738,3 +775,21 @@ type statusWriter struct {
 func (w *statusWriter) Header() http.Header         { return w.header }
 func (w *statusWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *statusWriter) WriteHeader(code int)        { w.code = code }
+
+func TestWebhookTooLargeNamesTheLimit(t *testing.T) {
+	m := ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}
+	provisionWebhook(t, &m)
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(make([]byte, 2048)))
+	req.Header.Set("X-Service-Signature", hmacHex(appSecret, make([]byte, 2048)))
+	rec := httptest.NewRecorder()
+	if err := m.ServeHTTP(rec, req, &recordingApp{}); err != nil {
+		t.Fatal(err)
+	}
+	var eb errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if want := "The delivery is larger than the 1.0 KiB this endpoint accepts."; eb.Error.Message != want {
+		t.Fatalf("message %q, want %q", eb.Error.Message, want)
+	}
+}

@@ -92,7 +92,11 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 
 	switch req.decision {
 	case "approve":
-		code := s.newCode(req.redirectURI, user, org)
+		code, ok := s.newCode(req.redirectURI, user, org)
+		if !ok {
+			writeErrorPage(w, http.StatusServiceUnavailable, "Too many authorization codes are waiting to be exchanged. Try again in a minute.")
+			return
+		}
 		s.redirectWith(w, r, req, url.Values{"code": {code}})
 	case "decline":
 		s.redirectWith(w, r, req, url.Values{"error": {"access_denied"}})

@@ -114,6 +114,29 @@ func TestAuthorizeKeepsTheRedirectQuery(t *testing.T) {
 	}
 }
 
+func TestAuthorizePendingCodesAreBounded(t *testing.T) {
+	s, clk := newTestServer(t)
+	approve := func() int {
+		return do(s, httptest.NewRequest(http.MethodGet, authorizeURL(map[string]string{"client_id": testClientID,
+			"redirect_uri": testRedirect, "response_type": "code", "scope": "project", "decision": "approve"}), nil)).Code
+	}
+	for i := 0; i < maxPendingCodes; i++ {
+		if code := approve(); code != http.StatusFound {
+			t.Fatalf("code %d: status %d", i, code)
+		}
+	}
+	if code := approve(); code != http.StatusServiceUnavailable {
+		t.Fatalf("past %d pending codes: status %d, want 503", maxPendingCodes, code)
+	}
+	if n := len(s.codes); n != maxPendingCodes {
+		t.Fatalf("%d codes kept, want %d", n, maxPendingCodes)
+	}
+	clk.Advance(DefaultCodeLifetime)
+	if code := approve(); code != http.StatusFound {
+		t.Fatalf("once the codes expired: status %d, want 302", code)
+	}
+}
+
 func TestAuthorizeConsentFormPost(t *testing.T) {
 	s, _ := newTestServer(t)
 	form := url.Values{"client_id": {testClientID}, "redirect_uri": {testRedirect}, "response_type": {"code"},

@@ -2,8 +2,9 @@ package emulator
 
 import (
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/servicegate/servicegate/token"
 )
 
 // serveSubscription answers GET /api/v2/applications/{app}/subscription.
@@ -13,8 +14,8 @@ func (s *Server) serveSubscription(w http.ResponseWriter, r *http.Request, app s
 		writeJSON(w, http.StatusMethodNotAllowed, message("The subscription query takes GET."))
 		return
 	}
-	raw, ok := bearerToken(r.Header.Get("Authorization"))
-	if !ok {
+	raw, _ := token.FromAuthorization(r.Header.Get("Authorization"))
+	if raw == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="service-emulator"`)
 		writeJSON(w, http.StatusUnauthorized, message("An access token is required: Authorization: Bearer <token>."))
 		return
@@ -60,17 +61,6 @@ func (s *Server) serveSubscription(w http.ResponseWriter, r *http.Request, app s
 	default:
 		writeJSON(w, http.StatusNotFound, message("Subscription not found"))
 	}
-}
-
-// bearerToken takes the token from an Authorization header; the scheme is
-// case-insensitive.
-func bearerToken(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }
 
 func message(text string) map[string]string { return map[string]string{"message": text} }

@@ -229,17 +229,27 @@ func (s *Server) issue(user int64, org Organization, family string, now time.Tim
 	}, nil
 }
 
-// newCode issues an authorization code, and forgets expired ones.
-func (s *Server) newCode(redirectURI string, user int64, org Organization) string {
+// maxPendingCodes bounds the codes issued and not yet expired: anyone who
+// reaches the authorization endpoint can ask for codes.
+const maxPendingCodes = 10000
+
+// newCode issues an authorization code, and forgets expired ones. It
+// reports false, issuing nothing, while maxPendingCodes codes are pending.
+func (s *Server) newCode(redirectURI string, user int64, org Organization) (string, bool) {
 	now := s.cfg.Now()
-	code := rand.Text()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c, g := range s.codes {
-		if !now.Before(g.expires) {
-			delete(s.codes, c)
+	if len(s.codes) >= maxPendingCodes {
+		for c, g := range s.codes {
+			if !now.Before(g.expires) {
+				delete(s.codes, c)
+			}
+		}
+		if len(s.codes) >= maxPendingCodes {
+			return "", false
 		}
 	}
+	code := rand.Text()
 	s.codes[code] = &codeGrant{
 		redirectURI: redirectURI,
 		user:        user,
@@ -247,7 +257,7 @@ func (s *Server) newCode(redirectURI string, user int64, org Organization) strin
 		expires:     now.Add(s.cfg.CodeLifetime),
 		family:      rand.Text(),
 	}
-	return code
+	return code, true
 }
 
 func writeOAuthError(w http.ResponseWriter, e *oauthError) {

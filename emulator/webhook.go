@@ -3,12 +3,11 @@ package emulator
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/servicegate/servicegate/signature"
 )
 
 // maxAnswer caps how much of an app's answer to a delivery is read.
@@ -17,9 +16,7 @@ const maxAnswer = 1 << 20
 // SignDelivery returns the X-Service-Signature of a delivery body: the
 // HMAC-SHA256 of the exact body bytes under the app secret, in lowercase hex.
 func SignDelivery(body []byte, secret string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return hex.EncodeToString(mac.Sum(nil))
+	return signature.Sign(secret, body)
 }
 
 // Delivery is one bulk event delivery to an app's webhook module.

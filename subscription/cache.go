@@ -123,15 +123,16 @@ func (c *Cache) Lookup(k Key) (Answer, bool) {
 	return a, true
 }
 
-// Stale returns the Active answer kept for k when it lapsed less than grace
-// ago (or has not lapsed): what a caller may trust while the service cannot
-// answer.
+// Stale returns the Active answer kept for k when its expires date passed
+// less than grace ago (or has not passed): what a caller may trust while
+// the service cannot answer. It goes by expires, not by MaxAge: an answer
+// that is only due for a re-check still names a paid subscription.
 func (c *Cache) Stale(k Key, grace time.Duration) (Answer, bool) {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
-	if !ok || e.answer.Status != Active || !now.Before(e.until.Add(grace)) {
+	if !ok || e.answer.Status != Active || !now.Before(e.answer.Expires.Add(grace)) {
 		return Answer{}, false
 	}
 	return e.answer, true

@@ -179,6 +179,28 @@ func TestCacheErrorKeepsPreviousActiveForStale(t *testing.T) {
 	}
 }
 
+func TestCacheStaleGoesByExpiresNotMaxAge(t *testing.T) {
+	clk := newClock()
+	c := NewCache(10, clk.now)
+	k := orgKey("acme")
+	p := Policy{NegativeTTL: time.Minute, MaxAge: time.Minute}
+	ok, _ := counting(Answer{Status: Active, Expires: clk.now().Add(24 * time.Hour)}, nil)
+	_, _ = c.Resolve(context.Background(), k, p, ok)
+
+	grace := 10 * time.Minute
+	clk.advance(time.Hour) // past max_age and max_age+grace, well before expires
+	if _, found := c.Lookup(k); found {
+		t.Fatal("the answer is trusted past max_age")
+	}
+	if _, found := c.Stale(k, grace); !found {
+		t.Fatal("an outage after max_age refuses a subscription that has not expired")
+	}
+	clk.advance(23*time.Hour + grace)
+	if _, found := c.Stale(k, grace); found {
+		t.Fatal("the answer is trusted past expires + grace")
+	}
+}
+
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	clk := newClock()
 	c := NewCache(2, clk.now)

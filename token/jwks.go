@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,7 +44,8 @@ type JWKSOptions struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// OnError, when set, hears about failed fetches (the last good set
-	// stays in use). Its errors hold the URL and the cause, no key.
+	// stays in use). Its errors hold the URL, without user info and query,
+	// and the cause; never a key.
 	OnError func(error)
 }
 
@@ -54,8 +56,11 @@ type JWKSOptions struct {
 // symmetric keys and keys whose "use" is not "sig" are ignored. It
 // implements Keys and is safe for concurrent use.
 type JWKS struct {
-	url  string
-	opts JWKSOptions
+	url string
+	// where names the set in errors: url without user info and query,
+	// either of which may carry a credential.
+	where string
+	opts  JWKSOptions
 
 	set atomic.Pointer[keySet]
 
@@ -81,7 +86,27 @@ func NewJWKS(url string, opts JWKSOptions) *JWKS {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &JWKS{url: url, opts: opts}
+	return &JWKS{url: url, where: redactURL(url), opts: opts}
+}
+
+// withoutURL returns the cause of a url.Error, which repeats the address
+// with its query.
+func withoutURL(err error) error {
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// redactURL returns raw without its user info and query.
+func redactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment = nil, "", false, ""
+	return u.String()
 }
 
 // Algorithms lists every asymmetric algorithm; each key of the set narrows
@@ -184,28 +209,28 @@ func (s *JWKS) fetch(ctx context.Context) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return fmt.Errorf("JWKS %s: %w", s.url, err)
+		return fmt.Errorf("JWKS %s: %w", s.where, withoutURL(err))
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("JWKS %s: %w", s.url, err)
+		return fmt.Errorf("JWKS %s: %w", s.where, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, jwksMaxBody))
-		return fmt.Errorf("JWKS %s: status %d", s.url, resp.StatusCode)
+		return fmt.Errorf("JWKS %s: status %d", s.where, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBody+1))
 	if err != nil {
-		return fmt.Errorf("JWKS %s: reading: %w", s.url, err)
+		return fmt.Errorf("JWKS %s: reading: %w", s.where, err)
 	}
 	if len(body) > jwksMaxBody {
-		return fmt.Errorf("JWKS %s: larger than %d bytes", s.url, jwksMaxBody)
+		return fmt.Errorf("JWKS %s: larger than %d bytes", s.where, jwksMaxBody)
 	}
 	set, err := parseKeySet(body)
 	if err != nil {
-		return fmt.Errorf("JWKS %s: %w", s.url, err)
+		return fmt.Errorf("JWKS %s: %w", s.where, err)
 	}
 	s.set.Store(set)
 	return nil

@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,6 +233,28 @@ func TestJWKSUnavailable(t *testing.T) {
 	v := NewVerifier(NewJWKS(ks.URL, JWKSOptions{}), Options{Now: fixedNow})
 	if _, err := v.Verify(context.Background(), signKid(t, k.method, k.sign, "k1")); !errors.Is(err, ErrKeysUnavailable) {
 		t.Fatalf("Verify = %v, want ErrKeysUnavailable", err)
+	}
+}
+
+func TestJWKSErrorsHoldNoCredentialOfTheURL(t *testing.T) {
+	ks := newKeyServer(t)
+	ks.serveRaw(http.StatusServiceUnavailable, "")
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for _, base := range []string{ks.URL, closed.URL} {
+		u := strings.Replace(base, "http://", "http://user:pw-secret@", 1) + "/keys?key=q-secret"
+		var got []error
+		set := NewJWKS(u, JWKSOptions{OnError: func(err error) { got = append(got, err) }})
+		if err := set.Refresh(context.Background()); err == nil {
+			t.Fatalf("%s: no error", base)
+		}
+		if len(got) != 1 {
+			t.Fatalf("%s: OnError heard %d errors, want 1", base, len(got))
+		}
+		msg := got[0].Error()
+		if strings.Contains(msg, "pw-secret") || strings.Contains(msg, "q-secret") || !strings.Contains(msg, "/keys") {
+			t.Errorf("error %q: want the address without its user info and query", msg)
+		}
 	}
 }
 
