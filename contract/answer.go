@@ -1,0 +1,490 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// MaxCustomData is the largest customData of a string record, in bytes.
+const MaxCustomData = 4 << 10
+
+// Breach is an answer that breaks the contract of its job. Its message
+// names the first broken string by its identifier, and the rule; it is
+// written for the person in the service's UI and for the app's developer.
+type Breach struct {
+	// Job is the job type the answer was checked against.
+	Job string
+	// Index is the position of the broken string, from 1; 0 when the
+	// breach is not about one string.
+	Index int
+	// Identifier is the broken string's identifier, "" when unknown.
+	Identifier string
+	// Rule says what is broken.
+	Rule string
+}
+
+func (b *Breach) Error() string {
+	var s strings.Builder
+	s.WriteString("The app's answer to a ")
+	s.WriteString(b.Job)
+	s.WriteString(" job breaks the service's contract: ")
+	if b.Index > 0 {
+		s.WriteString("string ")
+		if b.Identifier != "" {
+			s.WriteString(shortQuote(b.Identifier))
+			s.WriteString(" (number " + strconv.Itoa(b.Index) + ")")
+		} else {
+			s.WriteString("number " + strconv.Itoa(b.Index))
+		}
+		s.WriteString(" ")
+	}
+	s.WriteString(b.Rule)
+	s.WriteString(". Contact the app's developer.")
+	return s.String()
+}
+
+// Answer is what a checked answer holds, beside its strings.
+type Answer struct {
+	// AppError tells that the answer is the app's own
+	// {"error":{"message":…}}, which passes unchecked.
+	AppError bool
+	// Strings is the number of strings the answer carries inline.
+	Strings int
+}
+
+// record is one string record as the contract reads it. It is reused from
+// record to record: its raw fields keep their memory.
+type record struct {
+	PreviewID    json.RawMessage `json:"previewId"`
+	UniqID       string          `json:"uniqId"`
+	Identifier   string          `json:"identifier"`
+	CustomData   string          `json:"customData"`
+	HasPlurals   bool            `json:"hasPlurals"`
+	Text         json.RawMessage `json:"text"`
+	Translations json.RawMessage `json:"translations"`
+}
+
+func (r *record) reset() {
+	r.PreviewID, r.Text, r.Translations = r.PreviewID[:0], r.Text[:0], r.Translations[:0]
+	r.UniqID, r.Identifier, r.CustomData, r.HasPlurals = "", "", "", false
+}
+
+type translation struct {
+	Text   json.RawMessage `json:"text"`
+	Status json.RawMessage `json:"status"`
+}
+
+// checker holds the state of one answer's check.
+type checker struct {
+	job        *Job
+	breach     *Breach
+	rec        record
+	plural     map[string]json.RawMessage
+	trans      map[string]translation
+	seen       map[string]struct{} // identifiers (parse-file) or uniqIds (pre-export)
+	previewIDs []previewRef
+	count      int
+}
+
+type previewRef struct {
+	id    int64
+	index int
+	ident string
+}
+
+// CheckAnswer reads an app's answer to j and checks it against the job:
+//
+//   - parse-file: data.strings (or data.stringsUrl) with a non-empty,
+//     unique identifier per string; text a string, or an object keyed by
+//     the source language's plural categories when hasPlurals is true;
+//     translations keyed by the job's target languages, their text shaped
+//     alike and their status untranslated, translated or approved;
+//     customData at most 4 KB; and when data.preview is sent, a previewId
+//     per string that names a string_preview_id_<n> element of it;
+//   - build-file: data.content or data.contentUrl;
+//   - pre-export: data.strings (or data.stringsUrl) with as many strings
+//     as were sent, each with a uniqId that was sent, once.
+//
+// The app's own {"error":{"message":…}} answer passes. A breach is a
+// *Breach naming the first broken string; the answer is read once, a
+// string record at a time. Strings given by URL are not fetched: only
+// their presence is checked.
+func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
+	c := checker{job: j}
+	dec := json.NewDecoder(body)
+	var ans Answer
+	var hasData, dataOK bool
+	var preview string
+	bad := func(rule string) (Answer, error) { return ans, &Breach{Job: j.Type, Rule: rule} }
+	if err := openObject(dec); err != nil {
+		return bad("it is not a JSON object")
+	}
+	var raw json.RawMessage
+	for dec.More() {
+		key, err := nextKey(dec)
+		if err != nil {
+			return bad("it is not valid JSON")
+		}
+		switch key {
+		case "error":
+			var e struct {
+				Message *string `json:"message"`
+			}
+			if err := dec.Decode(&raw); err != nil {
+				return bad("it is not valid JSON")
+			}
+			if isObject(raw) && json.Unmarshal(raw, &e) == nil && e.Message != nil {
+				ans.AppError = true
+			}
+		case "data":
+			hasData = true
+			p, ok, err := c.readData(dec)
+			if err != nil && c.breach != nil {
+				return ans, c.breach
+			}
+			if err != nil {
+				return bad("it is not valid JSON")
+			}
+			preview, dataOK = p, ok
+		default:
+			if err := dec.Decode(&raw); err != nil {
+				return bad("it is not valid JSON")
+			}
+		}
+	}
+	if err := closeObject(dec); err != nil {
+		return bad("it is not valid JSON")
+	}
+	ans.Strings = c.count
+	switch {
+	case ans.AppError:
+		return ans, nil
+	case !hasData:
+		return bad("it has neither data nor error.message")
+	case c.breach != nil:
+		return ans, c.breach
+	case !dataOK && j.Type == BuildFile:
+		return bad("data has neither content nor contentUrl")
+	case !dataOK:
+		return bad("data has neither strings nor stringsUrl")
+	}
+	if j.Type == PreExport && j.stringsSent && c.sawInline() && c.count != j.count {
+		return bad(fmt.Sprintf("it returns %d strings for the %d it was sent; a pre-export answer keeps every string", c.count, j.count))
+	}
+	if preview != "" {
+		if b := c.checkPreview(preview); b != nil {
+			return ans, b
+		}
+	}
+	return ans, nil
+}
+
+// sawInline tells whether the answer carried its strings inline.
+func (c *checker) sawInline() bool { return c.seen != nil }
+
+// readData reads the data object; ok tells whether it carries what the job
+// type needs. preview is data.preview, "" when absent.
+func (c *checker) readData(dec *json.Decoder) (preview string, ok bool, err error) {
+	if err := openObject(dec); err != nil {
+		return "", false, err
+	}
+	var raw json.RawMessage
+	for dec.More() {
+		key, err := nextKey(dec)
+		if err != nil {
+			return "", false, err
+		}
+		switch {
+		case key == "strings" && c.job.Type != BuildFile:
+			if err := c.readStrings(dec); err != nil {
+				return "", false, err
+			}
+			ok = true
+		case key == "preview" && c.job.Type == ParseFile:
+			if err := dec.Decode(&raw); err != nil {
+				return "", false, err
+			}
+			if !bytes.Equal(raw, []byte("null")) {
+				if err := json.Unmarshal(raw, &preview); err != nil || preview == "" {
+					c.fail(0, "", "data.preview is not a base64 HTML document")
+				}
+			}
+		case key == "content" && c.job.Type == BuildFile,
+			key == "contentUrl" && c.job.Type == BuildFile,
+			key == "stringsUrl" && c.job.Type != BuildFile:
+			var s *string
+			if err := dec.Decode(&raw); err != nil {
+				return "", false, err
+			}
+			if json.Unmarshal(raw, &s) != nil {
+				c.fail(0, "", "data."+key+" is not a string")
+			} else if s != nil && *s != "" {
+				ok = true
+				if key == "content" {
+					if _, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(*s))); err != nil {
+						c.fail(0, "", "data.content is not base64")
+					}
+				}
+			}
+		default:
+			if err := dec.Decode(&raw); err != nil {
+				return "", false, err
+			}
+		}
+	}
+	_, err = dec.Token()
+	return preview, ok, err
+}
+
+// fail records the first breach.
+func (c *checker) fail(index int, ident, rule string) {
+	if c.breach == nil {
+		c.breach = &Breach{Job: c.job.Type, Index: index, Identifier: ident, Rule: rule}
+	}
+}
+
+// readStrings reads the strings array a record at a time.
+func (c *checker) readStrings(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('[') {
+		c.fail(0, "", "data.strings is not an array")
+		if _, ok := tok.(json.Delim); ok {
+			return errors.New("data.strings is not an array")
+		}
+		return nil
+	}
+	if c.seen == nil {
+		c.seen = make(map[string]struct{})
+	}
+	for dec.More() {
+		c.count++
+		c.rec.reset()
+		if err := dec.Decode(&c.rec); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if !errors.As(err, &typeErr) {
+				return err
+			}
+			c.fail(c.count, c.rec.Identifier, "has a "+typeErr.Field+" of the wrong type ("+typeErr.Value+")")
+			continue
+		}
+		if c.breach == nil {
+			c.checkRecord(c.count, &c.rec)
+		}
+	}
+	_, err = dec.Token()
+	return err
+}
+
+var statusValues = [][]byte{[]byte(`"untranslated"`), []byte(`"translated"`), []byte(`"approved"`)}
+
+// checkRecord checks one string record of the answer.
+func (c *checker) checkRecord(n int, r *record) {
+	id := r.Identifier
+	if id == "" {
+		c.fail(n, "", "has no identifier")
+		return
+	}
+	switch c.job.Type {
+	case ParseFile:
+		if _, dup := c.seen[id]; dup {
+			c.fail(n, id, "has the identifier of an earlier string; identifiers are unique within a file")
+			return
+		}
+		c.seen[id] = struct{}{}
+		if len(r.CustomData) > MaxCustomData {
+			c.fail(n, id, fmt.Sprintf("has customData of %d bytes, over the 4 KB the service keeps", len(r.CustomData)))
+			return
+		}
+		if len(r.PreviewID) > 0 && !bytes.Equal(r.PreviewID, []byte("null")) {
+			pid, err := strconv.ParseInt(string(r.PreviewID), 10, 64)
+			if err != nil {
+				c.fail(n, id, "has a previewId that is not an integer")
+				return
+			}
+			c.previewIDs = append(c.previewIDs, previewRef{id: pid, index: n, ident: id})
+		} else {
+			c.previewIDs = append(c.previewIDs, previewRef{id: -1, index: n, ident: id})
+		}
+	case PreExport:
+		if r.UniqID == "" {
+			c.fail(n, id, "has no uniqId")
+			return
+		}
+		if _, dup := c.seen[r.UniqID]; dup {
+			c.fail(n, id, "has the uniqId of an earlier string; a pre-export answer keeps each string once")
+			return
+		}
+		c.seen[r.UniqID] = struct{}{}
+		if c.job.stringsSent {
+			if _, sent := c.job.uniqIDs[r.UniqID]; !sent {
+				c.fail(n, id, "has a uniqId that was not sent; a pre-export answer keeps the uniqId of each string")
+				return
+			}
+		}
+	}
+	if len(r.Text) == 0 || bytes.Equal(r.Text, []byte("null")) {
+		c.fail(n, id, "has no text")
+		return
+	}
+	if rule := c.checkText(r.Text, r.HasPlurals, c.job.source, "text"); rule != "" {
+		c.fail(n, id, rule)
+		return
+	}
+	if len(r.Translations) == 0 || bytes.Equal(r.Translations, []byte("null")) {
+		return
+	}
+	if !isObject(r.Translations) {
+		c.fail(n, id, "has translations that are not an object")
+		return
+	}
+	if c.trans == nil {
+		c.trans = make(map[string]translation)
+	}
+	clear(c.trans)
+	if err := json.Unmarshal(r.Translations, &c.trans); err != nil {
+		c.fail(n, id, "has translations that are not objects with text and status")
+		return
+	}
+	for lang, t := range c.trans {
+		cats, known := c.job.targets[lang]
+		if !known {
+			c.fail(n, id, "has a translation into "+shortQuote(lang)+", which is not a target language of the job")
+			return
+		}
+		if len(t.Text) == 0 || bytes.Equal(t.Text, []byte("null")) {
+			c.fail(n, id, "has a translation into "+shortQuote(lang)+" without text")
+			return
+		}
+		if rule := c.checkText(t.Text, r.HasPlurals, cats, "translation text into "+shortQuote(lang)); rule != "" {
+			c.fail(n, id, rule)
+			return
+		}
+		if rule := c.checkStatus(t.Status, r.HasPlurals, cats); rule != "" {
+			c.fail(n, id, "has a translation into "+shortQuote(lang)+" with "+rule)
+			return
+		}
+	}
+}
+
+// checkText checks a text against hasPlurals and the language's plural
+// categories, and returns the broken rule or "".
+func (c *checker) checkText(text json.RawMessage, plural bool, cats []string, what string) string {
+	if !plural {
+		if text[0] != '"' {
+			return "has a " + what + " that is not a string, and hasPlurals is false"
+		}
+		return ""
+	}
+	if text[0] != '{' {
+		return "has a " + what + " that is not an object of plural forms, and hasPlurals is true"
+	}
+	if c.plural == nil {
+		c.plural = make(map[string]json.RawMessage)
+	}
+	clear(c.plural)
+	if err := json.Unmarshal(text, &c.plural); err != nil || len(c.plural) == 0 {
+		return "has a " + what + " that is not an object of plural forms"
+	}
+	for k, v := range c.plural {
+		if len(cats) > 0 && !contains(cats, k) {
+			return "has a " + what + " with the plural form " + shortQuote(k) + ", which is not a plural category of the language"
+		}
+		if len(v) == 0 || v[0] != '"' {
+			return "has a " + what + " whose plural form " + shortQuote(k) + " is not a string"
+		}
+	}
+	return ""
+}
+
+// checkStatus checks a translation status; absent means translated.
+func (c *checker) checkStatus(status json.RawMessage, plural bool, cats []string) string {
+	if len(status) == 0 || bytes.Equal(status, []byte("null")) {
+		return ""
+	}
+	if status[0] == '"' {
+		if !validStatus(status) {
+			return "a status other than untranslated, translated or approved"
+		}
+		return ""
+	}
+	if !plural || status[0] != '{' {
+		return "a status that is not a string"
+	}
+	var forms map[string]json.RawMessage
+	if err := json.Unmarshal(status, &forms); err != nil {
+		return "a status that is not an object of plural forms"
+	}
+	for k, v := range forms {
+		if len(cats) > 0 && !contains(cats, k) {
+			return "a status for the plural form " + shortQuote(k) + ", which is not a plural category of the language"
+		}
+		if !validStatus(v) {
+			return "a status other than untranslated, translated or approved"
+		}
+	}
+	return ""
+}
+
+func validStatus(v json.RawMessage) bool {
+	for _, s := range statusValues {
+		if bytes.Equal(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// previewMarker is the start of the id of a string's element in a preview.
+const previewMarker = "string_preview_id_"
+
+// checkPreview checks that every string has a previewId naming an element
+// of the preview (base64 HTML).
+func (c *checker) checkPreview(preview string) *Breach {
+	html, err := base64.StdEncoding.DecodeString(preview)
+	if err != nil {
+		return &Breach{Job: c.job.Type, Rule: "data.preview is not base64"}
+	}
+	ids := make(map[int64]struct{})
+	for rest := html; ; {
+		i := bytes.Index(rest, []byte(previewMarker))
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len(previewMarker):]
+		end := 0
+		for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+			end++
+		}
+		if n, err := strconv.ParseInt(string(rest[:end]), 10, 64); err == nil {
+			ids[n] = struct{}{}
+		}
+	}
+	for _, p := range c.previewIDs {
+		if p.id < 0 {
+			return &Breach{Job: c.job.Type, Index: p.index, Identifier: p.ident, Rule: "has no previewId, and the answer sends a preview"}
+		}
+		if _, ok := ids[p.id]; !ok {
+			return &Breach{Job: c.job.Type, Index: p.index, Identifier: p.ident,
+				Rule: "has previewId " + strconv.FormatInt(p.id, 10) + ", and the preview has no element string_preview_id_" + strconv.FormatInt(p.id, 10)}
+		}
+	}
+	return nil
+}
