@@ -147,6 +147,8 @@ func (l *ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err("inline needs contract, which tells what a job carries")
 	case l.Inline != nil && len(l.Inline.Hosts) == 0:
 		return d.Err("inline needs inline_hosts, the hosts payloads may be fetched from")
+	case l.Spill != nil && l.Spill.MaxSize != 0 && l.Spill.MaxSize < l.responseLimit():
+		return d.Err("spill_max_size is below max_response_size")
 	}
 	return nil
 }
@@ -167,3 +169,11 @@ func parseSize(d *caddyfile.Dispenser, sub, arg string) (int64, error) {
 }
 
 var _ caddyfile.Unmarshaler = (*ServiceLimits)(nil)
+
+// responseLimit is max_response_size, or its default when unset.
+func (l *ServiceLimits) responseLimit() int64 {
+	if l.MaxResponseSize == 0 {
+		return defaultMaxResponseSize
+	}
+	return l.MaxResponseSize
+}

@@ -464,6 +464,10 @@ func FuzzLimitsCaddyfile(f *testing.F) {
 	f.Add("service_limits {\ntimeout -1s\n}")
 	f.Add("service_limits {\ntimeout 1d\n}")
 	f.Add("service_limits 5MiB")
+	f.Add("service_limits {\ncontract custom-file-format\nmode report\nspill\nspill_max_size 1MiB\n}")
+	f.Add("service_limits {\ncontract file-pre-export\ninline_hosts a.example *.b.example\ninline_allow_private\ninline_timeout 5s\n}")
+	f.Add("service_limits {\ninline\n}")
+	f.Add("service_limits {\ncontract x\n}")
 	f.Fuzz(func(t *testing.T, input string) {
 		var l ServiceLimits
 		if err := l.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
