@@ -67,11 +67,12 @@ type record struct {
 	CustomData   string          `json:"customData"`
 	HasPlurals   bool            `json:"hasPlurals"`
 	Text         json.RawMessage `json:"text"`
-	Translations json.RawMessage `json:"translations"`
+	Translations map[string]translation `json:"translations"`
 }
 
 func (r *record) reset() {
-	r.PreviewID, r.Text, r.Translations = r.PreviewID[:0], r.Text[:0], r.Translations[:0]
+	r.PreviewID, r.Text = r.PreviewID[:0], r.Text[:0]
+	clear(r.Translations)
 	r.UniqID, r.Identifier, r.CustomData, r.HasPlurals = "", "", "", false
 }
 
@@ -86,7 +87,6 @@ type checker struct {
 	breach     *Breach
 	rec        record
 	plural     map[string]json.RawMessage
-	trans      map[string]translation
 	seen       map[string]struct{} // identifiers (parse-file) or uniqIds (pre-export)
 	previewIDs []previewRef
 	count      int
@@ -339,22 +339,7 @@ func (c *checker) checkRecord(n int, r *record) {
 		c.fail(n, id, rule)
 		return
 	}
-	if len(r.Translations) == 0 || bytes.Equal(r.Translations, []byte("null")) {
-		return
-	}
-	if !isObject(r.Translations) {
-		c.fail(n, id, "has translations that are not an object")
-		return
-	}
-	if c.trans == nil {
-		c.trans = make(map[string]translation)
-	}
-	clear(c.trans)
-	if err := json.Unmarshal(r.Translations, &c.trans); err != nil {
-		c.fail(n, id, "has translations that are not objects with text and status")
-		return
-	}
-	for lang, t := range c.trans {
+	for lang, t := range r.Translations {
 		cats, known := c.job.targets[lang]
 		if !known {
 			c.fail(n, id, "has a translation into "+shortQuote(lang)+", which is not a target language of the job")

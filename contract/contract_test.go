@@ -215,7 +215,7 @@ func TestCheckAnswer(t *testing.T) {
 			plural(m)
 			m["translations"] = map[string]any{"uk": map[string]any{"text": map[string]any{"one": "x"}, "status": map[string]any{"one": "final"}}}
 		}))), "status other than untranslated", "a"},
-		{"translations an array", ParseFile, answer(strs(str("a", func(m map[string]any) { m["translations"] = []any{} }))), "translations that are not an object", "a"},
+		{"translations an array", ParseFile, answer(strs(str("a", func(m map[string]any) { m["translations"] = []any{} }))), "has a translations of the wrong type", "a"},
 		{"customData over 4 KB", ParseFile, answer(strs(str("a", func(m map[string]any) { m["customData"] = strings.Repeat("d", MaxCustomData+1) }))), "customData of 4097 bytes", "a"},
 		{"previewId not in the preview", ParseFile, answer(withPreview(strs(
 			str("a", func(m map[string]any) { m["previewId"] = 1 }),

@@ -1,0 +1,50 @@
+package contract
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// parseFileAnswer is a parse-file answer of about size bytes: strings with
+// translations, one in ten plural.
+func parseFileAnswer(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"data":{"strings":[`)
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if i%10 == 0 {
+			fmt.Fprintf(&b, `{"identifier":"key.%d","context":"menu","hasPlurals":true,"text":{"one":"%d file","other":"%d files"},"translations":{"uk":{"text":{"one":"%d файл","few":"%d файли","many":"%d файлів","other":"%d файлу"},"status":{"one":"approved","few":"translated","many":"translated","other":"untranslated"}}}}`, i, i, i, i, i, i, i)
+			continue
+		}
+		fmt.Fprintf(&b, `{"identifier":"key.%d","context":"menu","customData":"{\"line\":%d}","labels":["ui"],"text":"Open the settings of item %d","translations":{"uk":{"text":"Відкрити налаштування %d","status":"translated"}}}`, i, i, i, i)
+	}
+	b.WriteString(`]}}`)
+	return b.Bytes()
+}
+
+func benchmarkCheck(b *testing.B, size int) {
+	j, err := ParseJob(CustomFileFormat, bytes.NewReader(job(ParseFile, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer := parseFileAnswer(size)
+	rd := bytes.NewReader(answer)
+	b.SetBytes(int64(len(answer)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rd.Reset(answer)
+		if _, err := j.CheckAnswer(rd); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckParseFile1MB checks a 1 MB parse-file answer.
+func BenchmarkCheckParseFile1MB(b *testing.B) { benchmarkCheck(b, 1<<20) }
+
+// BenchmarkCheckParseFile5MB checks a 5 MB parse-file answer.
+func BenchmarkCheckParseFile5MB(b *testing.B) { benchmarkCheck(b, 5<<20) }
