@@ -61,12 +61,12 @@ type Answer struct {
 // record is one string record as the contract reads it. It is reused from
 // record to record: its raw fields keep their memory.
 type record struct {
-	PreviewID    json.RawMessage `json:"previewId"`
-	UniqID       string          `json:"uniqId"`
-	Identifier   string          `json:"identifier"`
-	CustomData   string          `json:"customData"`
-	HasPlurals   bool            `json:"hasPlurals"`
-	Text         json.RawMessage `json:"text"`
+	PreviewID    json.RawMessage        `json:"previewId"`
+	UniqID       string                 `json:"uniqId"`
+	Identifier   string                 `json:"identifier"`
+	CustomData   string                 `json:"customData"`
+	HasPlurals   bool                   `json:"hasPlurals"`
+	Text         json.RawMessage        `json:"text"`
 	Translations map[string]translation `json:"translations"`
 }
 
