@@ -2,10 +2,14 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 func TestPublicAddr(t *testing.T) {
@@ -86,4 +90,24 @@ func FuzzRewriteJob(f *testing.F) {
 			t.Fatalf("error %q quotes the job", err)
 		}
 	})
+}
+
+func TestContractAsksForAnUncompressedAnswer(t *testing.T) {
+	var got []string
+	app := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		got = r.Header.Values("Accept-Encoding")
+		w.Write([]byte(`{"error":{"message":"no"}}`))
+		return nil
+	})
+	l := newTestLimits(t, &ServiceLimits{Contract: "custom-file-format"})
+	req := httptest.NewRequest(http.MethodPost, "/file-format", strings.NewReader(
+		`{"jobType":"parse-file","organization":{},"project":{},"file":{"content":""},"sourceLanguage":{},"targetLanguages":[]}`))
+	req.Header.Set("Accept-Encoding", "gzip, br")
+	rec := httptest.NewRecorder()
+	if err := l.ServeHTTP(rec, req, app); err != nil || rec.Code != 200 {
+		t.Fatalf("%v %d %s", err, rec.Code, rec.Body)
+	}
+	if len(got) != 0 {
+		t.Errorf("the app was asked for %q", got)
+	}
 }

@@ -89,6 +89,7 @@ type checker struct {
 	plural     map[string]json.RawMessage
 	seen       map[string]struct{} // identifiers (parse-file) or uniqIds (pre-export)
 	previewIDs []previewRef
+	previewSet map[int64]struct{} // the string_preview_id_<n> of data.preview
 	count      int
 }
 
@@ -120,7 +121,6 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	dec := json.NewDecoder(body)
 	var ans Answer
 	var hasData, dataOK bool
-	var preview string
 	bad := func(rule string) (Answer, error) { return ans, &Breach{Job: j.Type, Rule: rule} }
 	if err := openObject(dec); err != nil {
 		return bad("it is not a JSON object")
@@ -144,14 +144,14 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 			}
 		case "data":
 			hasData = true
-			p, ok, err := c.readData(dec)
+			ok, err := c.readData(dec)
 			if err != nil && c.breach != nil {
 				return ans, c.breach
 			}
 			if err != nil {
 				return bad("it is not valid JSON")
 			}
-			preview, dataOK = p, ok
+			dataOK = ok
 		default:
 			if err := dec.Decode(&raw); err != nil {
 				return bad("it is not valid JSON")
@@ -177,8 +177,8 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	if j.Type == PreExport && j.stringsSent && c.sawInline() && c.count != j.count {
 		return bad(fmt.Sprintf("it returns %d strings for the %d it was sent; a pre-export answer keeps every string", c.count, j.count))
 	}
-	if preview != "" {
-		if b := c.checkPreview(preview); b != nil {
+	if c.previewSet != nil {
+		if b := c.checkPreview(); b != nil {
 			return ans, b
 		}
 	}
@@ -189,40 +189,48 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 func (c *checker) sawInline() bool { return c.seen != nil }
 
 // readData reads the data object; ok tells whether it carries what the job
-// type needs. preview is data.preview, "" when absent.
-func (c *checker) readData(dec *json.Decoder) (preview string, ok bool, err error) {
+// type needs.
+func (c *checker) readData(dec *json.Decoder) (ok bool, err error) {
 	if err := openObject(dec); err != nil {
-		return "", false, err
+		return false, err
 	}
 	var raw json.RawMessage
 	for dec.More() {
 		key, err := nextKey(dec)
 		if err != nil {
-			return "", false, err
+			return false, err
 		}
 		switch {
 		case key == "strings" && c.job.Type != BuildFile:
 			if err := c.readStrings(dec); err != nil {
-				return "", false, err
+				return false, err
 			}
 			ok = true
 		case key == "preview" && c.job.Type == ParseFile:
-			if err := dec.Decode(&raw); err != nil {
-				return "", false, err
-			}
-			if !bytes.Equal(raw, []byte("null")) {
-				if err := json.Unmarshal(raw, &preview); err != nil || preview == "" {
-					c.fail(0, "", "data.preview is not a base64 HTML document")
+			var p *string
+			if err := dec.Decode(&p); err != nil {
+				var typeErr *json.UnmarshalTypeError
+				if !errors.As(err, &typeErr) {
+					return false, err
 				}
+				c.fail(0, "", "data.preview is not a base64 HTML document")
+			} else if p != nil {
+				// read as a stream: the decoded page is never held whole
+				ids, err := previewElementIDs(*p)
+				if err != nil {
+					c.fail(0, "", "data.preview is not base64")
+				}
+				c.previewSet = ids
 			}
 		case key == "content" && c.job.Type == BuildFile,
 			key == "contentUrl" && c.job.Type == BuildFile,
 			key == "stringsUrl" && c.job.Type != BuildFile:
 			var s *string
-			if err := dec.Decode(&raw); err != nil {
-				return "", false, err
-			}
-			if json.Unmarshal(raw, &s) != nil {
+			if err := dec.Decode(&s); err != nil {
+				var typeErr *json.UnmarshalTypeError
+				if !errors.As(err, &typeErr) {
+					return false, err
+				}
 				c.fail(0, "", "data."+key+" is not a string")
 			} else if s != nil && *s != "" {
 				ok = true
@@ -234,12 +242,12 @@ func (c *checker) readData(dec *json.Decoder) (preview string, ok bool, err erro
 			}
 		default:
 			if err := dec.Decode(&raw); err != nil {
-				return "", false, err
+				return false, err
 			}
 		}
 	}
 	_, err = dec.Token()
-	return preview, ok, err
+	return ok, err
 }
 
 // fail records the first breach.
@@ -440,28 +448,55 @@ func contains(list []string, s string) bool {
 // previewMarker is the start of the id of a string's element in a preview.
 const previewMarker = "string_preview_id_"
 
-// checkPreview checks that every string has a previewId naming an element
-// of the preview (base64 HTML).
-func (c *checker) checkPreview(preview string) *Breach {
-	html, err := base64.StdEncoding.DecodeString(preview)
-	if err != nil {
-		return &Breach{Job: c.job.Type, Rule: "data.preview is not base64"}
-	}
+// previewElementIDs reads a base64 HTML preview as a stream and returns
+// the n of every string_preview_id_<n> in it.
+func previewElementIDs(preview string) (map[int64]struct{}, error) {
 	ids := make(map[int64]struct{})
-	for rest := html; ; {
-		i := bytes.Index(rest, []byte(previewMarker))
-		if i < 0 {
-			break
+	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(preview))
+	const keep = len(previewMarker) + 20 // a marker and its number
+	buf := make([]byte, 0, 32<<10+keep)
+	for {
+		n, err := dec.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		done := err != nil
+		if err != nil && err != io.EOF {
+			return ids, err
 		}
-		rest = rest[i+len(previewMarker):]
-		end := 0
-		for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
-			end++
+		// Markers whose number may go on in the next chunk wait for it.
+		scanEnd := len(buf)
+		if !done && scanEnd > keep {
+			scanEnd -= keep
+		} else if !done {
+			continue
 		}
-		if n, err := strconv.ParseInt(string(rest[:end]), 10, 64); err == nil {
-			ids[n] = struct{}{}
+		rest := buf[:len(buf)]
+		pos := 0
+		for {
+			i := bytes.Index(rest[pos:], []byte(previewMarker))
+			if i < 0 || pos+i >= scanEnd {
+				break
+			}
+			start := pos + i + len(previewMarker)
+			end := start
+			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+				end++
+			}
+			if v, err := strconv.ParseInt(string(rest[start:end]), 10, 64); err == nil {
+				ids[v] = struct{}{}
+			}
+			pos = start
 		}
+		if done {
+			return ids, nil
+		}
+		buf = buf[:copy(buf, buf[scanEnd:])]
 	}
+}
+
+// checkPreview checks that every string has a previewId naming an element
+// of the preview.
+func (c *checker) checkPreview() *Breach {
+	ids := c.previewSet
 	for _, p := range c.previewIDs {
 		if p.id < 0 {
 			return &Breach{Job: c.job.Type, Index: p.index, Identifier: p.ident, Rule: "has no previewId, and the answer sends a preview"}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -323,4 +324,24 @@ func FuzzCheckAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPreviewElementIDsAcrossChunks(t *testing.T) {
+	// 20000 elements: markers fall across every read boundary of the stream
+	ids := make([]string, 20000)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i + 1)
+	}
+	got, err := previewElementIDs(preview(ids...))
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("%d ids, %v; want %d", len(got), err, len(ids))
+	}
+	for i := 1; i <= len(ids); i++ {
+		if _, ok := got[int64(i)]; !ok {
+			t.Fatalf("id %d missing", i)
+		}
+	}
+	if _, err := previewElementIDs("not base64!"); err == nil {
+		t.Errorf("no error for a preview that is not base64")
+	}
 }
