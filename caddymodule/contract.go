@@ -42,20 +42,25 @@ func (l *ServiceLimits) validateContract() error {
 	return nil
 }
 
-// parseJob reads the job the service sent; a malformed job is answered
-// with 400 and never reaches the app.
-func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *requestBody) (*contract.Job, error) {
+// parseJob reads the job the service sent. A malformed job is answered
+// with 400 and never reaches the app (done is true, err is refuse's); in
+// mode report it is logged and goes on unchecked (job is nil).
+func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *requestBody) (job *contract.Job, done bool, err error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		rd = bytes.NewReader(body.buf.Bytes())
 	}
-	job, err := contract.ParseJob(l.Contract, rd)
-	if err != nil {
-		l.counts.inc(outcomeBadJob)
-		l.logger.Info("malformed module job", zap.String("path", r.URL.Path), zap.String("contract", l.Contract), zap.Error(err))
-		return nil, refuse(w, r, http.StatusBadRequest, err.Error())
+	job, err = contract.ParseJob(l.Contract, rd)
+	if err == nil {
+		return job, false, nil
 	}
-	return job, nil
+	// The message names fields only, never their values.
+	l.logger.Warn("module job breaks the contract", zap.String("path", r.URL.Path), zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.Error(err))
+	if l.mode() == contractReport {
+		return nil, false, nil
+	}
+	l.counts.inc(outcomeBadJob)
+	return nil, true, refuse(w, r, http.StatusBadRequest, err.Error())
 }
 
 // checkAnswer checks the app's answer to job, logs a breach for the app's

@@ -1,11 +1,15 @@
 package caddymodule
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -109,5 +113,47 @@ func TestContractAsksForAnUncompressedAnswer(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Errorf("the app was asked for %q", got)
+	}
+}
+
+func TestSpillBuffer(t *testing.T) {
+	dir := t.TempDir()
+	l := newTestLimits(t, &ServiceLimits{
+		Contract: "custom-file-format", MaxResponseSize: 1 << 10,
+		Spill: &SpillOptions{Dir: dir, MaxSize: 64 << 10, BaseURL: "https://app.example"},
+	})
+	job := `{"jobType":"build-file","organization":{},"project":{},"file":{},"sourceLanguage":{},"targetLanguages":[],"strings":[]}`
+	serve := func(answer string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		err := l.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/file-format", strings.NewReader(job)),
+			caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				w.Header().Set("X-App", "1")
+				io.WriteString(w, answer)
+				return nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	small := `{"data":{"content":"YQ=="}}`
+	if rec := serve(small); rec.Code != 200 || rec.Body.String() != small || rec.Header().Get("Content-Length") != "27" || rec.Header().Get("X-App") != "1" {
+		t.Errorf("small answer: %d %v %q", rec.Code, rec.Header(), rec.Body)
+	}
+	content := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 4<<10))
+	rec := serve(`{"data":{"content":"` + content + `"}}`)
+	if rec.Code != 200 || !strings.HasPrefix(rec.Body.String(), `{"data":{"contentUrl":"https://app.example/servicegate/spill/`) {
+		t.Errorf("spilled answer: %d %q", rec.Code, rec.Body)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || !strings.HasSuffix(entries[0].Name(), ".bin") {
+		t.Errorf("spill dir holds %v, want the one payload", entries)
+	}
+	huge := strings.Repeat("x", 65<<10)
+	if rec := serve(`{"data":{"content":"` + huge + `"}}`); rec.Code != 502 || !strings.Contains(errorMessage(t, rec.Body.Bytes()), "at most 64 KB") {
+		t.Errorf("answer over spill_max_size: %d %q", rec.Code, rec.Body)
+	}
+	// a breach found on disk is answered like one found in memory
+	if rec := serve(`{"data":{"content":"` + content + `!"}}`); rec.Code != 502 || !strings.Contains(errorMessage(t, rec.Body.Bytes()), "not base64") {
+		t.Errorf("breach in a large answer: %d %q", rec.Code, rec.Body)
 	}
 }

@@ -189,10 +189,11 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 
 	var job *contract.Job
 	if l.Contract != "" {
-		if job, err = l.parseJob(w, r, body); job == nil {
+		var done bool
+		if job, done, err = l.parseJob(w, r, body); done {
 			return err
 		}
-		if l.Inline != nil && body != nil && (job.StringsURL != "" || job.ContentURL != "") {
+		if job != nil && l.Inline != nil && body != nil && (job.StringsURL != "" || job.ContentURL != "") {
 			if err := l.inline(ctx, job, body); err != nil {
 				var ie *inlineError
 				errors.As(err, &ie)

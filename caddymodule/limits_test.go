@@ -407,6 +407,7 @@ func TestLimitsContract(t *testing.T) {
 		{"adds a string, reported", "report", job, `{"data":{"strings":[]}}`, 200, "", true},
 		{"a malformed job", "", `{"jobType":"parse-file"}`, `{}`, 400, "pre-export app takes file-pre-export", false},
 		{"no job at all", "", ``, `{}`, 400, "not a JSON object", false},
+		{"a malformed job, reported", "report", `{"jobType":"parse-file"}`, `{"data":{}}`, 200, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
