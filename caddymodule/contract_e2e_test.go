@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,6 +106,16 @@ localhost:{port} {
 			spill
 			spill_path /other-spill/
 			spill_dir %[3]s
+		}
+		reverse_proxy %[2]s
+	}
+	@expiring path /expiring/* /expiring-spill/*
+	route @expiring {
+		service_limits {
+			contract custom-file-format
+			spill
+			spill_path /expiring-spill/
+			spill_dir %[3]s
 			spill_ttl 1s
 		}
 		reverse_proxy %[2]s
@@ -114,12 +125,12 @@ localhost:{port} {
 `, strings.TrimPrefix(format, "http://"), strings.TrimPrefix(other, "http://"), t.TempDir(), extra))
 }
 
-// otherApp answers /other/<name> with the body set for name.
+// otherApp answers /<anything>/<name> with the body set for name.
 func otherApp(t *testing.T, answers map[string][]byte) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(answers[strings.TrimPrefix(r.URL.Path, "/other/")])
+		w.Write(answers[path.Base(r.URL.Path)])
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -225,7 +236,7 @@ func TestContractE2ESpill(t *testing.T) {
 	}
 
 	t.Run("expired", func(t *testing.T) {
-		status, _, body := send(t, "/other/big", job, true)
+		status, _, body := send(t, "/expiring/other/big", job, true)
 		a := decodeAnswer(t, body)
 		if status != 200 || a.Data.ContentURL == "" {
 			t.Fatalf("%d %.300s", status, body)

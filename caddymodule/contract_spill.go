@@ -71,7 +71,7 @@ var processSpillKey = sync.OnceValue(func() []byte {
 
 // provisionSpill fills in the spill defaults, opens the store and starts
 // sweeping expired payloads.
-func (l *ServiceLimits) provisionSpill() error {
+func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 	s := l.Spill
 	if s.Path == "" {
 		s.Path = defaultSpillPath
@@ -102,8 +102,7 @@ func (l *ServiceLimits) provisionSpill() error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("service_limits: spill dir: %w", err)
 	}
-	l.stopSweep = make(chan struct{})
-	go sweepSpilled(l.store, l.stopSweep, l.logger)
+	go sweepSpilled(l.store, ctx.Done(), l.logger)
 	return nil
 }
 
@@ -122,8 +121,9 @@ func (l *ServiceLimits) validateSpill() error {
 	return nil
 }
 
-// sweepSpilled removes expired payloads until stop is closed.
-func sweepSpilled(store *contract.Store, stop chan struct{}, logger *zap.Logger) {
+// sweepSpilled removes expired payloads until stop is closed: until the
+// config that provisioned the handler is unloaded.
+func sweepSpilled(store *contract.Store, stop <-chan struct{}, logger *zap.Logger) {
 	every := min(store.TTL/2, time.Minute)
 	if every <= 0 {
 		every = time.Minute

@@ -90,7 +90,6 @@ type ServiceLimits struct {
 	logger       *zap.Logger
 	counts       *limitsCounters
 	store        *contract.Store
-	stopSweep    chan struct{}
 	inlineClient *http.Client
 }
 
@@ -116,22 +115,12 @@ func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 	}
 	l.counts = registerLimitsMetrics(ctx.GetMetricsRegistry())
 	if l.Spill != nil {
-		if err := l.provisionSpill(); err != nil {
+		if err := l.provisionSpill(ctx); err != nil {
 			return err
 		}
 	}
 	if l.Inline != nil {
 		l.provisionInline()
-	}
-	return nil
-}
-
-// Cleanup stops sweeping expired payloads; the payloads stay for the next
-// config to serve and sweep.
-func (l *ServiceLimits) Cleanup() error {
-	if l.stopSweep != nil {
-		close(l.stopSweep)
-		l.stopSweep = nil
 	}
 	return nil
 }
@@ -434,7 +423,6 @@ type answerBuffer interface {
 
 var (
 	_ caddy.Provisioner           = (*ServiceLimits)(nil)
-	_ caddy.CleanerUpper          = (*ServiceLimits)(nil)
 	_ answerBuffer                = (*limits.ResponseBuffer)(nil)
 	_ answerBuffer                = (*spillBuffer)(nil)
 	_ caddy.Validator             = (*ServiceLimits)(nil)

@@ -56,10 +56,15 @@ func (s *Store) Create(kind string) (f *os.File, name string, err error) {
 	var id [16]byte
 	_, _ = rand.Read(id[:]) // never fails
 	name = hex.EncodeToString(id[:]) + kind
-	f, err = os.OpenFile(filepath.Join(s.Dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	path := filepath.Join(s.Dir, name)
+	f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, "", fmt.Errorf("payload file: %w", err)
 	}
+	// A payload file is dated by its expiry, so that Sweep needs no
+	// record of its own, and stores of other TTLs can share a directory.
+	exp := s.now().Add(s.TTL)
+	_ = os.Chtimes(path, exp, exp)
 	return f, name, nil
 }
 
@@ -72,9 +77,14 @@ func (s *Store) Remove(name string) {
 }
 
 // Link returns the query of the signed link to the payload called name:
-// "expires=<unix seconds>&sig=<hex>", valid for the store's TTL.
+// "expires=<unix seconds>&sig=<hex>", valid for the store's TTL from now.
+// Call it once the payload is written and closed.
 func (s *Store) Link(name string) string {
-	exp := strconv.FormatInt(s.now().Add(s.TTL).Unix(), 10)
+	t := s.now().Add(s.TTL)
+	if validName(name) {
+		_ = os.Chtimes(filepath.Join(s.Dir, name), t, t)
+	}
+	exp := strconv.FormatInt(t.Unix(), 10)
 	return "expires=" + exp + "&sig=" + s.sign(name, exp)
 }
 
@@ -119,14 +129,19 @@ func (s *Store) Take(name string, query url.Values) (*os.File, error) {
 	return f, nil
 }
 
-// Sweep removes payloads older than the TTL (and files left by a download
-// cut short), and returns how many it removed.
+// sweepGrace is how long past its date a file is kept: a payload being
+// written is dated by its last write until it is linked.
+const sweepGrace = time.Minute
+
+// Sweep removes payloads expired for more than a minute (and files a
+// download cut short left), and returns how many it removed. A payload file
+// is dated by its expiry once linked.
 func (s *Store) Sweep() int {
 	entries, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return 0
 	}
-	cutoff := s.now().Add(-s.TTL)
+	cutoff := s.now().Add(-sweepGrace)
 	n := 0
 	for _, e := range entries {
 		info, err := e.Info()

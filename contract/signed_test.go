@@ -79,20 +79,28 @@ func TestStoreExpiryAndSweep(t *testing.T) {
 	s := testStore(t, &now)
 	name, q := storePayload(t, s, KindPreview, "<html>")
 	os.WriteFile(filepath.Join(s.Dir, "unrelated.txt"), nil, 0o600)
-	now = now.Add(11 * time.Minute)
+	now = now.Add(10*time.Minute + time.Second)
 	if _, err := s.Take(name, q); !errors.Is(err, ErrLinkInvalid) {
 		t.Fatalf("expired Take = %v", err)
 	}
-	// payload files are dated by the file system: age them
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(filepath.Join(s.Dir, name), old, old)
+	if n := s.Sweep(); n != 0 {
+		t.Errorf("Sweep within the grace removed %d", n)
+	}
+	now = now.Add(sweepGrace)
+	kept, _ := storePayload(t, s, KindContent, "fresh") // expires 10m from the later now
+	old := now.Add(-time.Hour)
 	os.Chtimes(filepath.Join(s.Dir, "unrelated.txt"), old, old)
-	now = time.Now()
 	if n := s.Sweep(); n != 1 {
 		t.Errorf("Sweep removed %d, want 1", n)
 	}
 	if _, err := os.Stat(filepath.Join(s.Dir, "unrelated.txt")); err != nil {
 		t.Errorf("Sweep removed a file it did not make: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, kept)); err != nil {
+		t.Errorf("Sweep removed a payload that has not expired: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, name)); err == nil {
+		t.Errorf("Sweep kept an expired payload")
 	}
 }
 
