@@ -205,9 +205,6 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		if r.Header.Get("Content-Length") == "" {
 			r.Header.Set("Content-Length", strconv.Itoa(body.buf.Len()))
 		}
-		// The answer is read to be checked: ask the app for it as it is,
-		// not compressed.
-		r.Header.Del("Accept-Encoding")
 	}
 	up.TransferEncoding = nil
 
