@@ -49,6 +49,13 @@ const (
 //
 // Handlers after this one must stop when the request's context ends, as
 // reverse_proxy does: the timeout is carried by that context.
+//
+// With contract, the exchange is also checked against the module contract
+// of the service (see package contract): a malformed job gets 400, an
+// answer that breaks the contract 502 naming the first broken string. With
+// spill, answers over max_response_size (up to spill_max_size, kept on
+// disk) reach the service with their payloads by signed URL; with inline,
+// payloads the service sends by URL reach the app inline.
 type ServiceLimits struct {
 	// The largest request body the app accepts, in bytes. Default: 5 MiB
 	// (5242880). In the Caddyfile, sizes are written as Caddy writes
