@@ -86,7 +86,6 @@ type checker struct {
 	job        *Job
 	breach     *Breach
 	rec        record
-	plural     map[string]json.RawMessage
 	seen       map[string]struct{} // identifiers (parse-file) or uniqIds (pre-export)
 	previewIDs []previewRef
 	previewSet map[int64]struct{} // the string_preview_id_<n> of data.preview
@@ -343,7 +342,7 @@ func (c *checker) checkRecord(n int, r *record) {
 		c.fail(n, id, "has no text")
 		return
 	}
-	if rule := c.checkText(r.Text, r.HasPlurals, c.job.source, "text"); rule != "" {
+	if rule := c.checkText(r.Text, r.HasPlurals, c.job.source, ""); rule != "" {
 		c.fail(n, id, rule)
 		return
 	}
@@ -357,7 +356,7 @@ func (c *checker) checkRecord(n int, r *record) {
 			c.fail(n, id, "has a translation into "+shortQuote(lang)+" without text")
 			return
 		}
-		if rule := c.checkText(t.Text, r.HasPlurals, cats, "translation text into "+shortQuote(lang)); rule != "" {
+		if rule := c.checkText(t.Text, r.HasPlurals, cats, lang); rule != "" {
 			c.fail(n, id, rule)
 			return
 		}
@@ -369,33 +368,39 @@ func (c *checker) checkRecord(n int, r *record) {
 }
 
 // checkText checks a text against hasPlurals and the language's plural
-// categories, and returns the broken rule or "".
-func (c *checker) checkText(text json.RawMessage, plural bool, cats []string, what string) string {
+// categories, and returns the broken rule or "". lang is the target
+// language of a translation, "" for the source text.
+func (c *checker) checkText(text json.RawMessage, plural bool, cats []string, lang string) string {
+	what := func() string {
+		if lang == "" {
+			return "text"
+		}
+		return "translation text into " + shortQuote(lang)
+	}
 	if !plural {
 		if text[0] != '"' {
-			return "has a " + what + " that is not a string, and hasPlurals is false"
+			return "has a " + what() + " that is not a string, and hasPlurals is false"
 		}
 		return ""
 	}
 	if text[0] != '{' {
-		return "has a " + what + " that is not an object of plural forms, and hasPlurals is true"
+		return "has a " + what() + " that is not an object of plural forms, and hasPlurals is true"
 	}
-	if c.plural == nil {
-		c.plural = make(map[string]json.RawMessage)
-	}
-	clear(c.plural)
-	if err := json.Unmarshal(text, &c.plural); err != nil || len(c.plural) == 0 {
-		return "has a " + what + " that is not an object of plural forms"
-	}
-	for k, v := range c.plural {
-		if len(cats) > 0 && !contains(cats, k) {
-			return "has a " + what + " with the plural form " + shortQuote(k) + ", which is not a plural category of the language"
+	n := 0
+	rule := members(text, func(key, value []byte) string {
+		n++
+		if len(cats) > 0 && !containsKey(cats, key) {
+			return "has a " + what() + " with the plural form " + shortQuote(unquoteKey(key)) + ", which is not a plural category of the language"
 		}
-		if len(v) == 0 || v[0] != '"' {
-			return "has a " + what + " whose plural form " + shortQuote(k) + " is not a string"
+		if value[0] != '"' {
+			return "has a " + what() + " whose plural form " + shortQuote(unquoteKey(key)) + " is not a string"
 		}
+		return ""
+	})
+	if rule == "" && n == 0 {
+		return "has a " + what() + " that is an empty object of plural forms"
 	}
-	return ""
+	return rule
 }
 
 // checkStatus checks a translation status; absent means translated.
@@ -412,19 +417,119 @@ func (c *checker) checkStatus(status json.RawMessage, plural bool, cats []string
 	if !plural || status[0] != '{' {
 		return "a status that is not a string"
 	}
-	var forms map[string]json.RawMessage
-	if err := json.Unmarshal(status, &forms); err != nil {
-		return "a status that is not an object of plural forms"
-	}
-	for k, v := range forms {
-		if len(cats) > 0 && !contains(cats, k) {
-			return "a status for the plural form " + shortQuote(k) + ", which is not a plural category of the language"
+	return members(status, func(key, value []byte) string {
+		if len(cats) > 0 && !containsKey(cats, key) {
+			return "a status for the plural form " + shortQuote(unquoteKey(key)) + ", which is not a plural category of the language"
 		}
-		if !validStatus(v) {
+		if !validStatus(value) {
 			return "a status other than untranslated, translated or approved"
 		}
+		return ""
+	})
+}
+
+// members calls fn with the key (as written, without its quotes) and the
+// value of each member of obj, a valid JSON object, until fn returns a
+// rule, which members returns. It allocates nothing.
+func members(obj []byte, fn func(key, value []byte) string) string {
+	i := 1 // after '{'
+	for i < len(obj) {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return ""
+		}
+		if obj[i] == ',' {
+			i++
+			continue
+		}
+		end := endOfString(obj, i)
+		key := obj[i+1 : end-1]
+		i = skipSpace(obj, end) + 1 // the colon
+		i = skipSpace(obj, i)
+		vend := endOfValue(obj, i)
+		if rule := fn(key, obj[i:vend]); rule != "" {
+			return rule
+		}
+		i = vend
 	}
 	return ""
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endOfString returns the index after the string starting at b[i] ('"').
+func endOfString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// endOfValue returns the index after the value starting at b[i].
+func endOfValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return endOfString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = endOfString(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+			j++
+		}
+		return j
+	}
+}
+
+// containsKey reports whether the key, as written in JSON, is in list.
+func containsKey(list []string, key []byte) bool {
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return contains(list, unquoteKey(key))
+	}
+	for _, v := range list {
+		if string(key) == v {
+			return true
+		}
+	}
+	return false
+}
+
+// unquoteKey decodes a key as written in JSON (without its quotes).
+func unquoteKey(key []byte) string {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return string(key)
+	}
+	var s string
+	quoted := make([]byte, 0, len(key)+2)
+	quoted = append(append(append(quoted, '"'), key...), '"')
+	if json.Unmarshal(quoted, &s) != nil {
+		return string(key)
+	}
+	return s
 }
 
 func validStatus(v json.RawMessage) bool {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // job builds a request of jobType as the service sends it; change edits it
@@ -344,4 +345,52 @@ func TestPreviewElementIDsAcrossChunks(t *testing.T) {
 	if _, err := previewElementIDs("not base64!"); err == nil {
 		t.Errorf("no error for a preview that is not base64")
 	}
+}
+
+func TestPluralKeysWithEscapes(t *testing.T) {
+	j, _ := ParseJob(CustomFileFormat, bytes.NewReader(job(ParseFile, nil)))
+	ok := `{"data":{"strings":[{"identifier":"a","hasPlurals":true,"text":{ "\u006fne" : "x" ,
+		"other":"y"}}]}}`
+	if _, err := j.CheckAnswer(strings.NewReader(ok)); err != nil {
+		t.Errorf("escaped category refused: %v", err)
+	}
+	bad := `{"data":{"strings":[{"identifier":"a","hasPlurals":true,"text":{"one":"x","\u0066ew":{"nested":["}"]}}}]}}`
+	if _, err := j.CheckAnswer(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), `plural form "few"`) {
+		t.Errorf("CheckAnswer = %v, want the plural form \"few\" named", err)
+	}
+}
+
+// FuzzMembers checks the object scanner against encoding/json: the same
+// keys, each value valid JSON.
+func FuzzMembers(f *testing.F) {
+	f.Add([]byte(`{"one":"x","other":{"a":[1,"]}"]}, "t" : true ,"n":-1.5e3}`))
+	f.Add([]byte(`{"\u006fne":"\"}"}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		obj = bytes.TrimSpace(obj)
+		// (keys in invalid UTF-8 never match a plural category either way)
+		if !json.Valid(obj) || !utf8.Valid(obj) || len(obj) == 0 || obj[0] != '{' {
+			return
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(obj, &want); err != nil {
+			return
+		}
+		got := map[string]bool{}
+		members(obj, func(key, value []byte) string {
+			if !json.Valid(value) {
+				t.Fatalf("value %q of %q is not JSON", value, obj)
+			}
+			got[unquoteKey(key)] = true
+			return ""
+		})
+		if len(got) != len(want) {
+			t.Fatalf("keys %v, want those of %v", got, want)
+		}
+		for k := range want {
+			if !got[k] {
+				t.Fatalf("key %q missing from %v", k, got)
+			}
+		}
+	})
 }
