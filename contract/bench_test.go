@@ -3,6 +3,7 @@ package contract
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -48,3 +49,52 @@ func BenchmarkCheckParseFile1MB(b *testing.B) { benchmarkCheck(b, 1<<20) }
 
 // BenchmarkCheckParseFile5MB checks a 5 MB parse-file answer.
 func BenchmarkCheckParseFile5MB(b *testing.B) { benchmarkCheck(b, 5<<20) }
+
+// liveHeapReader measures the live heap (after a collection) every step
+// bytes read, keeping the largest.
+type liveHeapReader struct {
+	r          *bytes.Reader
+	step, next int
+	read       int
+	peak       uint64
+}
+
+func (l *liveHeapReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	l.read += n
+	if l.read >= l.next {
+		l.next += l.step
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		l.peak = max(l.peak, m.HeapAlloc)
+	}
+	return n, err
+}
+
+// TestCheckAnswerHoldsNoSecondCopy checks a 5 MB parse-file answer while
+// measuring the live heap: it grows by the identifiers kept for the
+// uniqueness rule (some 40 bytes a string), never by a second copy of the
+// answer.
+func TestCheckAnswerHoldsNoSecondCopy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("collects garbage some 40 times")
+	}
+	j, err := ParseJob(CustomFileFormat, bytes.NewReader(job(ParseFile, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := parseFileAnswer(5 << 20)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rd := &liveHeapReader{r: bytes.NewReader(answer), step: 128 << 10}
+	if _, err := j.CheckAnswer(rd); err != nil {
+		t.Fatal(err)
+	}
+	grown := int64(rd.peak) - int64(before.HeapAlloc)
+	if grown > int64(len(answer))/2 {
+		t.Errorf("the live heap grew by %d bytes while checking a %d-byte answer", grown, len(answer))
+	}
+	t.Logf("live heap grew by at most %d bytes for a %d-byte answer", grown, len(answer))
+}
