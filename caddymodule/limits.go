@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/contract"
 	"github.com/servicegate/servicegate/limits"
 )
 
@@ -47,6 +49,13 @@ const (
 //
 // Handlers after this one must stop when the request's context ends, as
 // reverse_proxy does: the timeout is carried by that context.
+//
+// With contract, the exchange is also checked against the module contract
+// of the service (see package contract): a malformed job gets 400, an
+// answer that breaks the contract 502 naming the first broken string. With
+// spill, answers over max_response_size (up to spill_max_size, kept on
+// disk) reach the service with their payloads by signed URL; with inline,
+// payloads the service sends by URL reach the app inline.
 type ServiceLimits struct {
 	// The largest request body the app accepts, in bytes. Default: 5 MiB
 	// (5242880). In the Caddyfile, sizes are written as Caddy writes
@@ -61,23 +70,34 @@ type ServiceLimits struct {
 	// Default: 2m.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
-	// check, when set, is asked about every exchange that kept the
-	// limits before its answer is sent. Not configurable yet.
-	check exchangeCheck
+	// The module whose contract the exchanges keep: "custom-file-format"
+	// (parse-file and build-file jobs) or "file-pre-export". When set, a
+	// job that breaks the contract gets 400 and never reaches the app, and
+	// the app's answer is checked against its job (string records, plural
+	// forms, statuses, customData, previewIds, content, pre-export's "same
+	// strings, same uniqIds"); a breach is logged and, in mode enforce,
+	// answered with 502 and a JSON message naming the first broken string.
+	// The app's own {"error":{"message":…}} answer passes untouched.
+	// Default: no check.
+	Contract string `json:"contract,omitempty"`
 
-	logger *zap.Logger
-	counts *limitsCounters
-}
+	// What a breach of the contract does: "enforce" (the default) replaces
+	// the answer with a JSON error; "report" only logs it, for the app's
+	// developer, and lets the answer through.
+	Mode string `json:"mode,omitempty"`
 
-// exchangeCheck is the seam for checking a module exchange against the
-// module contract (job type, string records, pre-export's "same number of
-// strings, same uniqIds") on the buffered bodies, once the app's answer is
-// complete and within the limits.
-type exchangeCheck interface {
-	// checkExchange returns "" when the exchange keeps the contract,
-	// otherwise a message for the person in the service's UI; the client
-	// then gets 502 with that message instead of the app's answer.
-	checkExchange(request []byte, status int, header http.Header, response []byte) string
+	// Hands answers over max_response_size to the service by URL instead
+	// of refusing them. Needs contract. Default: off.
+	Spill *SpillOptions `json:"spill,omitempty"`
+
+	// Fetches payloads the service sends by URL and hands them to the app
+	// inline. Needs contract. Default: off.
+	Inline *InlineOptions `json:"inline,omitempty"`
+
+	logger       *zap.Logger
+	counts       *limitsCounters
+	store        *contract.Store
+	inlineClient *http.Client
 }
 
 // CaddyModule returns the Caddy module information.
@@ -101,6 +121,14 @@ func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 		l.Timeout = caddy.Duration(defaultLimitsTimeout)
 	}
 	l.counts = registerLimitsMetrics(ctx.GetMetricsRegistry())
+	if l.Spill != nil {
+		if err := l.provisionSpill(ctx); err != nil {
+			return err
+		}
+	}
+	if l.Inline != nil {
+		l.provisionInline()
+	}
 	return nil
 }
 
@@ -115,6 +143,17 @@ func (l *ServiceLimits) Validate() error {
 	if l.Timeout < 0 {
 		return fmt.Errorf("service_limits: timeout must be positive, got %s", time.Duration(l.Timeout))
 	}
+	if err := l.validateContract(); err != nil {
+		return err
+	}
+	if l.Spill != nil {
+		if err := l.validateSpill(); err != nil {
+			return err
+		}
+	}
+	if l.Inline != nil && len(l.Inline.Hosts) == 0 {
+		return errors.New("service_limits: inline needs inline_hosts, the hosts payloads may be fetched from")
+	}
 	return nil
 }
 
@@ -122,6 +161,9 @@ func (l *ServiceLimits) Validate() error {
 // the timeout with its answer buffered within the response limit, and
 // sends that answer only when it is complete and within every limit.
 func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if l.Spill != nil && strings.HasPrefix(r.URL.Path, l.Spill.Path) {
+		return l.serveSpilled(w, r)
+	}
 	if r.ContentLength > l.MaxRequestSize {
 		l.counts.inc(outcomeRequestTooLarge)
 		return refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
@@ -141,6 +183,27 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		return l.refuseRequest(w, r, err)
 	}
 
+	var job *contract.Job
+	if l.Contract != "" {
+		var done bool
+		if job, done, err = l.parseJob(w, r, body); done {
+			return err
+		}
+		if job != nil && l.Inline != nil && body != nil && (job.StringsURL != "" || job.ContentURL != "") {
+			if err := l.inline(ctx, job, body); err != nil {
+				var ie *inlineError
+				errors.As(err, &ie)
+				l.counts.inc(outcomeInlineFailed)
+				l.logger.Info("job payload not inlined", zap.String("path", r.URL.Path), zap.Int("status", ie.status))
+				return refuse(w, r, ie.status, ie.msg)
+			}
+			r.Header.Set("Content-Length", strconv.Itoa(body.buf.Len()))
+		}
+		// The answer is read to be checked: ask the app for it as it is,
+		// not compressed.
+		r.Header.Del("Accept-Encoding")
+	}
+
 	up := r.WithContext(ctx)
 	if body == nil {
 		up.Body, up.ContentLength = http.NoBody, 0
@@ -152,9 +215,20 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	}
 	up.TransferEncoding = nil
 
-	rb := responseBuffers.Get().(*limits.ResponseBuffer)
-	defer responseBuffers.Put(rb)
-	rb.Reset(w.Header(), l.MaxResponseSize)
+	var rb answerBuffer
+	var sb *spillBuffer
+	maxAnswer := l.MaxResponseSize
+	if l.Spill != nil {
+		maxAnswer = l.Spill.MaxSize
+		sb = newSpillBuffer(w.Header(), l.MaxResponseSize, maxAnswer, l.Spill.Dir)
+		defer sb.close()
+		rb = sb
+	} else {
+		mb := responseBuffers.Get().(*limits.ResponseBuffer)
+		defer responseBuffers.Put(mb)
+		mb.Reset(w.Header(), l.MaxResponseSize)
+		rb = mb
+	}
 
 	aborted, err := serveAborting(rb, up, next)
 
@@ -171,14 +245,14 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 			limits.Duration(timeout)))
 	case rb.TooLarge():
 		l.counts.inc(outcomeResponseTooLarge)
-		size := "larger than " + limits.Limit(l.MaxResponseSize)
-		if n := rb.DeclaredSize(); n > l.MaxResponseSize {
+		size := "larger than " + limits.Limit(maxAnswer)
+		if n := rb.DeclaredSize(); n > maxAnswer {
 			size = limits.Size(n)
 		}
-		l.logger.Info("app answer over the size limit", zap.String("path", r.URL.Path), zap.Int64("max_response_size", l.MaxResponseSize), zap.Int64("declared_size", rb.DeclaredSize()))
+		l.logger.Info("app answer over the size limit", zap.String("path", r.URL.Path), zap.Int64("max_response_size", maxAnswer), zap.Int64("declared_size", rb.DeclaredSize()))
 		return refuse(w, r, http.StatusBadGateway, fmt.Sprintf(
 			"The app's answer is too large: it is %s and the service accepts at most %s. Try a smaller file; if it keeps happening, contact the app's developer.",
-			size, limits.Limit(l.MaxResponseSize)))
+			size, limits.Limit(maxAnswer)))
 	case aborted:
 		l.counts.inc(outcomeResponseIncomplete)
 		l.logger.Info("app answer cut off", zap.String("path", r.URL.Path))
@@ -192,15 +266,28 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		return err
 	}
 
-	if l.check != nil {
-		var reqBody []byte
-		if body != nil {
-			reqBody = body.buf.Bytes()
+	if sb != nil && sb.err != nil {
+		// the answer could not be kept on disk
+		l.counts.inc(outcomeError)
+		l.logger.Error("app answer lost", zap.String("path", r.URL.Path), zap.Error(sb.err))
+		return caddyhttp.Error(http.StatusBadGateway, sb.err)
+	}
+
+	if job != nil {
+		var answer io.Reader
+		if sb != nil {
+			answer = sb.reader()
+		} else {
+			answer = bytes.NewReader(rb.(*limits.ResponseBuffer).Body())
 		}
-		if msg := l.check.checkExchange(reqBody, rb.Status(), rb.Header(), rb.Body()); msg != "" {
+		if _, msg := l.checkAnswer(r, job, answer); msg != "" {
 			l.counts.inc(outcomeContract)
 			return refuse(w, r, http.StatusBadGateway, msg)
 		}
+	}
+
+	if sb != nil && sb.spilled() {
+		return l.spillAnswer(w, r, sb)
 	}
 
 	l.counts.inc(outcomeOK)
@@ -224,7 +311,7 @@ func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx 
 	if r.ContentLength > 0 {
 		body.buf.Grow(int(r.ContentLength))
 	}
-	if err := limits.ReadBody(body.buf, r.Body, l.MaxRequestSize); err != nil {
+	if err := readAtMost(body.buf, r.Body, l.MaxRequestSize); err != nil {
 		// The deadline stays: after a refusal, net/http reads on through
 		// what is left of the body (up to 256 KB) before answering, and
 		// the deadline keeps a client that stalls from holding it.
@@ -238,6 +325,19 @@ func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx 
 	}
 	body.Reset(body.buf.Bytes())
 	return body, nil
+}
+
+// readAtMost is limits.ReadBody, and also refuses a body of max+1 bytes
+// whose last bytes came with io.EOF in a single Read (ReadBody then
+// returns nil with max+1 bytes read).
+func readAtMost(buf *bytes.Buffer, r io.Reader, max int64) error {
+	if err := limits.ReadBody(buf, r, max); err != nil {
+		return err
+	}
+	if int64(buf.Len()) > max {
+		return limits.ErrTooLarge
+	}
+	return nil
 }
 
 // refuseRequest answers a request whose body could not be read whole.
@@ -328,8 +428,20 @@ var (
 	responseBuffers = sync.Pool{New: func() any { return new(limits.ResponseBuffer) }}
 )
 
+// answerBuffer keeps the app's answer until it is complete and checked:
+// a limits.ResponseBuffer, or a spillBuffer when spill is on.
+type answerBuffer interface {
+	http.ResponseWriter
+	Status() int
+	TooLarge() bool
+	DeclaredSize() int64
+	WriteTo(w http.ResponseWriter, head bool) error
+}
+
 var (
 	_ caddy.Provisioner           = (*ServiceLimits)(nil)
+	_ answerBuffer                = (*limits.ResponseBuffer)(nil)
+	_ answerBuffer                = (*spillBuffer)(nil)
 	_ caddy.Validator             = (*ServiceLimits)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceLimits)(nil)
 	_ io.ReadCloser               = (*requestBody)(nil)

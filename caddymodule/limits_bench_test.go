@@ -94,3 +94,39 @@ func BenchmarkPlainJob100KB(b *testing.B) {
 	next := benchApp(bytes.Repeat([]byte("a"), 100<<10))
 	benchmarkJob(b, true, next.ServeHTTP)
 }
+
+// BenchmarkLimitsContractParseFile1MB is service_limits with contract
+// custom-file-format on a parse-file job with a 1 MB answer: the limits,
+// the job check and the answer check together.
+func BenchmarkLimitsContractParseFile1MB(b *testing.B) {
+	l := newTestLimits(b, &ServiceLimits{Contract: "custom-file-format"})
+	job := []byte(`{"jobType":"parse-file","organization":{"id":1},"project":{"id":2},"file":{"name":"a.kv","content":"YSA9IGI="},"sourceLanguage":{"id":"en","pluralCategoryNames":["one","other"]},"targetLanguages":[{"id":"uk","pluralCategoryNames":["one","few","many","other"]}]}`)
+	var answer bytes.Buffer
+	answer.WriteString(`{"data":{"strings":[`)
+	for i := 0; answer.Len() < 1<<20; i++ {
+		if i > 0 {
+			answer.WriteByte(',')
+		}
+		answer.WriteString(`{"identifier":"key.` + strconv.Itoa(i) + `","text":"Open the settings","translations":{"uk":{"text":"Відкрити налаштування","status":"translated"}}}`)
+	}
+	answer.WriteString(`]}}`)
+	next := benchApp(answer.Bytes())
+	body := bytes.NewReader(job)
+	w := &discardWriter{header: make(http.Header)}
+	b.SetBytes(int64(answer.Len()))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		body.Reset(job)
+		req, _ := http.NewRequest(http.MethodPost, "http://app.example/file-format", io.NopCloser(body))
+		req.ContentLength = int64(len(job))
+		clear(w.header)
+		w.n = 0
+		if err := l.ServeHTTP(w, req, next); err != nil {
+			b.Fatal(err)
+		}
+		if w.n != answer.Len() {
+			b.Fatalf("answer of %d bytes, status %d", w.n, w.status)
+		}
+	}
+}

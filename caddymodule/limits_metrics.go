@@ -11,6 +11,11 @@ const (
 	outcomeResponseIncomplete = "response_incomplete" // 502: the app's answer was cut off
 	outcomeTimeout            = "timeout"             // 504
 	outcomeContract           = "contract_violation"  // 502 from the exchange check
+	outcomeBadJob             = "bad_job"             // 400: the job breaks the module contract
+	outcomeInlineFailed       = "inline_failed"       // a payload sent by URL could not be inlined
+	outcomeSpilled            = "spilled"             // the app's answer was sent with its payloads by URL
+	outcomeSpillDownload      = "spill_download"      // a payload was downloaded by its URL
+	outcomeSpillRefused       = "spill_refused"       // 403: a payload URL invalid, used or expired
 	outcomeClientGone         = "client_gone"         // the client left before the answer
 	outcomeError              = "error"               // an error passed on to Caddy (e.g. the app is unreachable)
 )
@@ -36,6 +41,7 @@ func registerLimitsMetrics(reg prometheus.Registerer) *limitsCounters {
 	for _, o := range []string{
 		outcomeOK, outcomeRequestTooLarge, outcomeRequestTimeout, outcomeResponseTooLarge,
 		outcomeResponseIncomplete, outcomeTimeout, outcomeContract, outcomeClientGone, outcomeError,
+		outcomeBadJob, outcomeInlineFailed, outcomeSpilled, outcomeSpillDownload, outcomeSpillRefused,
 	} {
 		c.byOutcome[o] = vec.WithLabelValues(o)
 	}

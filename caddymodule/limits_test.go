@@ -393,47 +393,50 @@ func TestLimitsWithErrorRoutes(t *testing.T) {
 }
 
 // fakeCheck records what the exchange check is given.
-type fakeCheck struct {
-	message           string
-	request, response []byte
-	status            int
-}
-
-func (c *fakeCheck) checkExchange(request []byte, status int, _ http.Header, response []byte) string {
-	c.request = append([]byte(nil), request...)
-	c.response = append([]byte(nil), response...)
-	c.status = status
-	return c.message
-}
-
-func TestLimitsExchangeCheck(t *testing.T) {
-	const job = `{"jobType":"file-pre-export","strings":[]}`
-	const answer = `{"data":{"strings":[{"uniqId":"x"}]}}`
-	app := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte(answer))
-		return nil
-	})
-	for _, message := range []string{"", "The app returned 1 string for the 0 it was sent."} {
-		check := &fakeCheck{message: message}
-		l := newTestLimits(t, &ServiceLimits{check: check})
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/pre-export", strings.NewReader(job))
-		if err := l.ServeHTTP(rec, req, app); err != nil {
-			t.Fatal(err)
-		}
-		if string(check.request) != job || string(check.response) != answer || check.status != 200 {
-			t.Fatalf("check got %q, %d, %q", check.request, check.status, check.response)
-		}
-		if message == "" {
-			if rec.Code != 200 || rec.Body.String() != answer {
-				t.Fatalf("passing check: %d %q", rec.Code, rec.Body.String())
+func TestLimitsContract(t *testing.T) {
+	const job = `{"jobType":"file-pre-export","organization":{},"project":{},"sourceLanguage":{"id":"en"},"targetLanguages":[],"strings":[{"uniqId":"h::1","identifier":"a","text":"A"}]}`
+	tests := []struct {
+		name, mode, job, answer string
+		wantStatus              int
+		wantMessage             string // in the JSON error; "" when the answer passes as it is
+		wantApp                 bool   // the job reached the app
+	}{
+		{"keeps the contract", "", job, `{"data":{"strings":[{"uniqId":"h::1","identifier":"a","text":"Ä"}]}}`, 200, "", true},
+		{"the app's own error", "", job, `{"error":{"message":"Cannot export this file."}}`, 200, "", true},
+		{"adds a string", "", job, `{"data":{"strings":[{"uniqId":"h::1","identifier":"a","text":"A"},{"uniqId":"h::9","identifier":"z","text":"Z"}]}}`, 502, `string "z" (number 2) has a uniqId that was not sent`, true},
+		{"adds a string, reported", "report", job, `{"data":{"strings":[]}}`, 200, "", true},
+		{"a malformed job", "", `{"jobType":"parse-file"}`, `{}`, 400, "pre-export app takes file-pre-export", false},
+		{"no job at all", "", ``, `{}`, 400, "not a JSON object", false},
+		{"a malformed job, reported", "report", `{"jobType":"parse-file"}`, `{"data":{}}`, 200, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reached := false
+			app := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				reached = true
+				io.Copy(io.Discard, r.Body)
+				w.Write([]byte(tt.answer))
+				return nil
+			})
+			l := newTestLimits(t, &ServiceLimits{Contract: "file-pre-export", Mode: tt.mode})
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/pre-export", strings.NewReader(tt.job))
+			if err := l.ServeHTTP(rec, req, app); err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		if rec.Code != 502 || errorMessage(t, rec.Body.Bytes()) != message {
-			t.Fatalf("failing check: %d %q", rec.Code, rec.Body.String())
-		}
+			if rec.Code != tt.wantStatus || reached != tt.wantApp {
+				t.Fatalf("status %d, app reached %v; want %d, %v (%s)", rec.Code, reached, tt.wantStatus, tt.wantApp, rec.Body)
+			}
+			if tt.wantMessage == "" {
+				if rec.Body.String() != tt.answer {
+					t.Errorf("answer %q, want the app's %q", rec.Body, tt.answer)
+				}
+				return
+			}
+			if msg := errorMessage(t, rec.Body.Bytes()); !strings.Contains(msg, tt.wantMessage) {
+				t.Errorf("message %q does not hold %q", msg, tt.wantMessage)
+			}
+		})
 	}
 }
 
@@ -462,6 +465,10 @@ func FuzzLimitsCaddyfile(f *testing.F) {
 	f.Add("service_limits {\ntimeout -1s\n}")
 	f.Add("service_limits {\ntimeout 1d\n}")
 	f.Add("service_limits 5MiB")
+	f.Add("service_limits {\ncontract custom-file-format\nmode report\nspill\nspill_max_size 1MiB\n}")
+	f.Add("service_limits {\ncontract file-pre-export\ninline_hosts a.example *.b.example\ninline_allow_private\ninline_timeout 5s\n}")
+	f.Add("service_limits {\ninline\n}")
+	f.Add("service_limits {\ncontract x\n}")
 	f.Fuzz(func(t *testing.T, input string) {
 		var l ServiceLimits
 		if err := l.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {

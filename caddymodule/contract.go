@@ -1,0 +1,96 @@
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/contract"
+)
+
+// The modes of the contract check.
+const (
+	contractEnforce = "enforce" // a breach replaces the answer with a JSON error
+	contractReport  = "report"  // a breach is logged, the answer passes
+)
+
+// validateContract checks the contract options of l.
+func (l *ServiceLimits) validateContract() error {
+	switch l.Contract {
+	case "", contract.CustomFileFormat, contract.FilePreExport:
+	default:
+		return fmt.Errorf("service_limits: contract must be %s or %s, got %q", contract.CustomFileFormat, contract.FilePreExport, l.Contract)
+	}
+	switch l.Mode {
+	case "", contractEnforce, contractReport:
+	default:
+		return fmt.Errorf("service_limits: mode must be %s or %s, got %q", contractEnforce, contractReport, l.Mode)
+	}
+	if l.Mode != "" && l.Contract == "" {
+		return errors.New("service_limits: mode needs contract")
+	}
+	if l.Spill != nil && l.Contract == "" {
+		return errors.New("service_limits: spill needs contract, which tells what an answer carries")
+	}
+	if l.Inline != nil && l.Contract == "" {
+		return errors.New("service_limits: inline needs contract, which tells what a job carries")
+	}
+	return nil
+}
+
+// parseJob reads the job the service sent. A malformed job is answered
+// with 400 and never reaches the app (done is true, err is refuse's); in
+// mode report it is logged and goes on unchecked (job is nil).
+func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *requestBody) (job *contract.Job, done bool, err error) {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body.buf.Bytes())
+	}
+	job, err = contract.ParseJob(l.Contract, rd)
+	if err == nil {
+		return job, false, nil
+	}
+	// The message names fields only, never their values.
+	l.logger.Warn("module job breaks the contract", zap.String("path", r.URL.Path), zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.Error(err))
+	if l.mode() == contractReport {
+		return nil, false, nil
+	}
+	l.counts.inc(outcomeBadJob)
+	return nil, true, refuse(w, r, http.StatusBadRequest, err.Error())
+}
+
+// checkAnswer checks the app's answer to job, logs a breach for the app's
+// developer, and returns the message that replaces the answer, "" when the
+// answer goes on (it keeps the contract, or the mode is report).
+func (l *ServiceLimits) checkAnswer(r *http.Request, job *contract.Job, answer io.Reader) (contract.Answer, string) {
+	ans, err := job.CheckAnswer(answer)
+	if err == nil {
+		return ans, ""
+	}
+	var b *contract.Breach
+	if !errors.As(err, &b) {
+		b = &contract.Breach{Job: job.Type, Rule: "it could not be read"}
+	}
+	l.logger.Warn("app answer breaks the module contract",
+		zap.String("path", r.URL.Path),
+		zap.String("job_type", job.Type),
+		zap.Int("string", b.Index),
+		zap.String("identifier", b.Identifier),
+		zap.String("rule", b.Rule),
+		zap.String("mode", l.mode()))
+	if l.mode() == contractReport {
+		return ans, ""
+	}
+	return ans, b.Error()
+}
+
+func (l *ServiceLimits) mode() string {
+	if l.Mode == "" {
+		return contractEnforce
+	}
+	return l.Mode
+}

@@ -1,0 +1,359 @@
+package caddymodule
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/contract"
+	"github.com/servicegate/servicegate/limits"
+)
+
+// The defaults of spill.
+const (
+	defaultSpillPath    = "/servicegate/spill/"
+	defaultSpillTTL     = 10 * time.Minute
+	defaultSpillMaxSize = 64 << 20
+)
+
+// SpillOptions hands an app's answer that is larger than max_response_size
+// to the service by URL: its strings (as new-line delimited JSON), file
+// content or preview are stored, and the answer carries stringsUrl,
+// contentUrl or previewUrl instead. The URLs are served by this handler,
+// signed, expiring, and good for one download.
+type SpillOptions struct {
+	// The path, under the handler's route, of the stored payloads; the
+	// route must match it. Default: /servicegate/spill/.
+	Path string `json:"path,omitempty"`
+
+	// The scheme and host (and any path prefix) of the payload URLs, e.g.
+	// https://app.example.com. Default: the scheme and Host of the
+	// request the answer belongs to.
+	BaseURL string `json:"base_url,omitempty"`
+
+	// How long a payload URL stays valid. Default: 10m.
+	TTL caddy.Duration `json:"ttl,omitempty"`
+
+	// The directory of the stored payloads. Default: servicegate-spill
+	// under the system's temporary directory.
+	Dir string `json:"dir,omitempty"`
+
+	// The largest answer the app may give, read to disk, when spilling;
+	// max_response_size still bounds what is answered inline.
+	// Default: 64 MiB.
+	MaxSize int64 `json:"max_size,omitempty"`
+
+	// The key that signs payload URLs (HMAC-SHA256); may be an
+	// {env.*} or {file.*} placeholder. Default: a random key per process,
+	// so URLs do not outlive the process.
+	Key string `json:"key,omitempty"`
+}
+
+// processSpillKey signs payload URLs when no key is configured; it lives as
+// long as the process, so URLs survive config reloads.
+var processSpillKey = sync.OnceValue(func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
+})
+
+// provisionSpill fills in the spill defaults, opens the store and starts
+// sweeping expired payloads.
+func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
+	s := l.Spill
+	if s.Path == "" {
+		s.Path = defaultSpillPath
+	}
+	if s.TTL == 0 {
+		s.TTL = caddy.Duration(defaultSpillTTL)
+	}
+	if s.Dir == "" {
+		s.Dir = filepath.Join(os.TempDir(), "servicegate-spill")
+	}
+	if s.MaxSize == 0 {
+		s.MaxSize = defaultSpillMaxSize
+	}
+	repl := caddy.NewReplacer()
+	key := processSpillKey()
+	if s.Key != "" {
+		k, err := repl.ReplaceOrErr(s.Key, true, true)
+		if err != nil {
+			return errors.New("service_limits: spill key: a placeholder in it has no value")
+		}
+		if len(k) < 16 {
+			return errors.New("service_limits: spill key must be at least 16 bytes")
+		}
+		key = []byte(k)
+	}
+	s.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(s.BaseURL, ""), "/")
+	l.store = &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("service_limits: spill dir: %w", err)
+	}
+	go sweepSpilled(l.store, ctx.Done(), l.logger)
+	return nil
+}
+
+// validateSpill checks the spill options after provisioning.
+func (l *ServiceLimits) validateSpill() error {
+	s := l.Spill
+	if s.Path != "" && (!strings.HasPrefix(s.Path, "/") || !strings.HasSuffix(s.Path, "/")) {
+		return fmt.Errorf("service_limits: spill_path must start and end with /, got %q", s.Path)
+	}
+	if s.TTL < 0 || s.MaxSize < 0 {
+		return errors.New("service_limits: spill_ttl and spill_max_size must be positive")
+	}
+	if s.MaxSize != 0 && s.MaxSize < l.MaxResponseSize {
+		return fmt.Errorf("service_limits: spill_max_size (%d) is below max_response_size (%d)", s.MaxSize, l.MaxResponseSize)
+	}
+	return nil
+}
+
+// sweepSpilled removes expired payloads until stop is closed: until the
+// config that provisioned the handler is unloaded.
+func sweepSpilled(store *contract.Store, stop <-chan struct{}, logger *zap.Logger) {
+	every := min(store.TTL/2, time.Minute)
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if n := store.Sweep(); n > 0 {
+				logger.Debug("expired payloads removed", zap.Int("count", n))
+			}
+		}
+	}
+}
+
+// serveSpilled answers a download of a stored payload: once, while its
+// signed URL is valid; any other request of the path gets 403.
+func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		return refuse(w, r, http.StatusMethodNotAllowed, "Payload links are downloaded with GET.")
+	}
+	name := strings.TrimPrefix(r.URL.Path, l.Spill.Path)
+	f, err := l.store.Take(name, r.URL.Query())
+	if err != nil {
+		l.counts.inc(outcomeSpillRefused)
+		return refuse(w, r, http.StatusForbidden, "This link is invalid, was already used, or has expired. Run the job again for a new one.")
+	}
+	defer f.Close()
+	l.counts.inc(outcomeSpillDownload)
+	h := w.Header()
+	switch filepath.Ext(name) {
+	case contract.KindStrings:
+		h.Set("Content-Type", "application/x-ndjson")
+	case contract.KindPreview:
+		h.Set("Content-Type", "text/html; charset=utf-8")
+	default:
+		h.Set("Content-Type", "application/octet-stream")
+	}
+	if info, err := f.Stat(); err == nil {
+		h.Set("Content-Length", strconv.FormatInt(info.Size(), 10))
+	}
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, f) // a failed copy means the client went away
+	return nil
+}
+
+// spillAnswer stores the payloads of an answer over max_response_size and
+// sends the answer that carries their URLs instead.
+func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *spillBuffer) error {
+	base := l.Spill.BaseURL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	var stored []string
+	put := func(kind string, write func(io.Writer) error) (string, error) {
+		f, name, err := l.store.Create(kind)
+		if err != nil {
+			return "", err
+		}
+		stored = append(stored, name)
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", err
+		}
+		return base + l.Spill.Path + name + "?" + l.store.Link(name), nil
+	}
+	var out bytes.Buffer
+	err := contract.SpillAnswer(sb.reader(), &out, put)
+	if err == nil && int64(out.Len()) > l.MaxResponseSize {
+		err = errors.New("the answer is still too large without its strings, content and preview")
+	}
+	if err != nil {
+		for _, name := range stored {
+			l.store.Remove(name)
+		}
+		l.counts.inc(outcomeResponseTooLarge)
+		l.logger.Info("app answer over the size limit could not be handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.size), zap.Error(err))
+		return refuse(w, r, http.StatusBadGateway, fmt.Sprintf(
+			"The app's answer is too large: it is %s and the service accepts at most %s. Try a smaller file; if it keeps happening, contact the app's developer.",
+			limits.Size(sb.size), limits.Limit(l.MaxResponseSize)))
+	}
+	l.counts.inc(outcomeSpilled)
+	l.logger.Debug("app answer handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.size), zap.Int("payloads", len(stored)))
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	for k, v := range sb.header {
+		h[k] = v
+	}
+	h.Del("Content-Encoding")
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(out.Len()))
+	w.WriteHeader(sb.Status())
+	_, _ = w.Write(out.Bytes())
+	return nil
+}
+
+// spillBuffer is the ResponseWriter of an exchange when spill is on: it
+// keeps the app's answer in memory up to mem bytes, and beyond that in an
+// unnamed temporary file, up to max bytes.
+type spillBuffer struct {
+	header   http.Header
+	status   int
+	mem      bytes.Buffer
+	memMax   int64
+	file     *os.File
+	size     int64
+	max      int64
+	dir      string
+	tooLarge bool
+	declared int64
+	err      error
+}
+
+func newSpillBuffer(initial http.Header, mem, max int64, dir string) *spillBuffer {
+	sb := &spillBuffer{header: initial.Clone(), memMax: mem, max: max, dir: dir, declared: -1}
+	if sb.header == nil {
+		sb.header = make(http.Header)
+	}
+	return sb
+}
+
+func (sb *spillBuffer) Header() http.Header { return sb.header }
+
+func (sb *spillBuffer) WriteHeader(status int) {
+	if sb.status != 0 || status < 200 {
+		return
+	}
+	sb.status = status
+	if n, err := strconv.ParseInt(sb.header.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		sb.declared = n
+		sb.tooLarge = n > sb.max
+	}
+}
+
+func (sb *spillBuffer) Write(p []byte) (int, error) {
+	if sb.status == 0 {
+		sb.WriteHeader(http.StatusOK)
+	}
+	if sb.tooLarge || sb.size+int64(len(p)) > sb.max {
+		sb.tooLarge = true
+		return 0, limits.ErrTooLarge
+	}
+	if sb.err != nil {
+		return 0, sb.err
+	}
+	if sb.file == nil && sb.size+int64(len(p)) > sb.memMax {
+		f, err := os.CreateTemp(sb.dir, "answer-*")
+		if err == nil {
+			_ = os.Remove(f.Name()) // unnamed: nothing is left behind
+			_, err = f.Write(sb.mem.Bytes())
+		}
+		if err != nil {
+			sb.err = fmt.Errorf("keeping a large answer on disk: %w", err)
+			return 0, sb.err
+		}
+		sb.file = f
+		sb.mem = bytes.Buffer{}
+	}
+	sb.size += int64(len(p))
+	if sb.file != nil {
+		return sb.file.Write(p)
+	}
+	return sb.mem.Write(p)
+}
+
+// Flush does nothing: the answer is sent once complete.
+func (sb *spillBuffer) Flush() {}
+
+func (sb *spillBuffer) Status() int         { return sb.status }
+func (sb *spillBuffer) TooLarge() bool      { return sb.tooLarge }
+func (sb *spillBuffer) DeclaredSize() int64 { return sb.declared }
+
+// spilled tells whether the answer is over the inline limit.
+func (sb *spillBuffer) spilled() bool { return sb.file != nil }
+
+// reader reads the answer from its start.
+func (sb *spillBuffer) reader() io.Reader {
+	if sb.file != nil {
+		_, _ = sb.file.Seek(0, io.SeekStart)
+		return sb.file
+	}
+	return bytes.NewReader(sb.mem.Bytes())
+}
+
+// WriteTo sends an answer kept in memory, as limits.ResponseBuffer does:
+// the buffered header replaces w's, and an answer that declared no length
+// gets one.
+func (sb *spillBuffer) WriteTo(w http.ResponseWriter, head bool) error {
+	dst := w.Header()
+	for k := range dst {
+		if _, ok := sb.header[k]; !ok {
+			delete(dst, k)
+		}
+	}
+	for k, v := range sb.header {
+		dst[k] = v
+	}
+	if sb.status == 0 {
+		return nil
+	}
+	bodyAllowed := sb.status != http.StatusNoContent && sb.status != http.StatusNotModified
+	if !head && bodyAllowed && sb.declared < 0 && len(dst["Transfer-Encoding"]) == 0 && len(dst["Trailer"]) == 0 {
+		dst["Content-Length"] = []string{strconv.Itoa(sb.mem.Len())}
+	}
+	w.WriteHeader(sb.status)
+	if sb.mem.Len() == 0 {
+		return nil
+	}
+	_, err := w.Write(sb.mem.Bytes())
+	return err
+}
+
+// close releases the temporary file.
+func (sb *spillBuffer) close() {
+	if sb.file != nil {
+		sb.file.Close()
+	}
+}

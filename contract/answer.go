@@ -1,0 +1,615 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// MaxCustomData is the largest customData of a string record, in bytes.
+const MaxCustomData = 4 << 10
+
+// Breach is an answer that breaks the contract of its job. Its message
+// names the first broken string by its identifier, and the rule; it is
+// written for the person in the service's UI and for the app's developer.
+type Breach struct {
+	// Job is the job type the answer was checked against.
+	Job string
+	// Index is the position of the broken string, from 1; 0 when the
+	// breach is not about one string.
+	Index int
+	// Identifier is the broken string's identifier, "" when unknown.
+	Identifier string
+	// Rule says what is broken.
+	Rule string
+}
+
+func (b *Breach) Error() string {
+	var s strings.Builder
+	s.WriteString("The app's answer to a ")
+	s.WriteString(b.Job)
+	s.WriteString(" job breaks the service's contract: ")
+	if b.Index > 0 {
+		s.WriteString("string ")
+		if b.Identifier != "" {
+			s.WriteString(shortQuote(b.Identifier))
+			s.WriteString(" (number " + strconv.Itoa(b.Index) + ")")
+		} else {
+			s.WriteString("number " + strconv.Itoa(b.Index))
+		}
+		s.WriteString(" ")
+	}
+	s.WriteString(b.Rule)
+	s.WriteString(". Contact the app's developer.")
+	return s.String()
+}
+
+// Answer is what a checked answer holds, beside its strings.
+type Answer struct {
+	// AppError tells that the answer is the app's own
+	// {"error":{"message":…}}, which passes unchecked.
+	AppError bool
+	// Strings is the number of strings the answer carries inline.
+	Strings int
+}
+
+// record is one string record as the contract reads it. It is reused from
+// record to record: its raw fields keep their memory.
+type record struct {
+	PreviewID    json.RawMessage        `json:"previewId"`
+	UniqID       string                 `json:"uniqId"`
+	Identifier   string                 `json:"identifier"`
+	CustomData   string                 `json:"customData"`
+	HasPlurals   bool                   `json:"hasPlurals"`
+	Text         json.RawMessage        `json:"text"`
+	Translations map[string]translation `json:"translations"`
+}
+
+func (r *record) reset() {
+	r.PreviewID, r.Text = r.PreviewID[:0], r.Text[:0]
+	clear(r.Translations)
+	r.UniqID, r.Identifier, r.CustomData, r.HasPlurals = "", "", "", false
+}
+
+type translation struct {
+	Text   json.RawMessage `json:"text"`
+	Status json.RawMessage `json:"status"`
+}
+
+// checker holds the state of one answer's check.
+type checker struct {
+	job        *Job
+	breach     *Breach
+	rec        record
+	seen       map[string]struct{} // identifiers (parse-file) or uniqIds (pre-export)
+	previewIDs []previewRef
+	previewSet map[int64]struct{} // the string_preview_id_<n> of data.preview
+	count      int
+}
+
+type previewRef struct {
+	id    int64
+	index int
+	ident string
+}
+
+// CheckAnswer reads an app's answer to j and checks it against the job:
+//
+//   - parse-file: data.strings (or data.stringsUrl) with a non-empty,
+//     unique identifier per string; text a string, or an object keyed by
+//     the source language's plural categories when hasPlurals is true;
+//     translations keyed by the job's target languages, their text shaped
+//     alike and their status untranslated, translated or approved;
+//     customData at most 4 KB; and when data.preview is sent, a previewId
+//     per string that names a string_preview_id_<n> element of it;
+//   - build-file: data.content or data.contentUrl;
+//   - pre-export: data.strings (or data.stringsUrl) with as many strings
+//     as were sent, each with a uniqId that was sent, once.
+//
+// The app's own {"error":{"message":…}} answer passes. A breach is a
+// *Breach naming the first broken string; the answer is read once, a
+// string record at a time. Strings given by URL are not fetched: only
+// their presence is checked.
+func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
+	c := checker{job: j}
+	dec := json.NewDecoder(body)
+	var ans Answer
+	var hasData, dataOK bool
+	bad := func(rule string) (Answer, error) { return ans, &Breach{Job: j.Type, Rule: rule} }
+	if err := openObject(dec); err != nil {
+		return bad("it is not a JSON object")
+	}
+	var raw json.RawMessage
+	for dec.More() {
+		key, err := nextKey(dec)
+		if err != nil {
+			return bad("it is not valid JSON")
+		}
+		switch key {
+		case "error":
+			var e struct {
+				Message *string `json:"message"`
+			}
+			if err := dec.Decode(&raw); err != nil {
+				return bad("it is not valid JSON")
+			}
+			if isObject(raw) && json.Unmarshal(raw, &e) == nil && e.Message != nil {
+				ans.AppError = true
+			}
+		case "data":
+			hasData = true
+			ok, err := c.readData(dec)
+			if err != nil && c.breach != nil {
+				return ans, c.breach
+			}
+			if err != nil {
+				return bad("it is not valid JSON")
+			}
+			dataOK = ok
+		default:
+			if err := dec.Decode(&raw); err != nil {
+				return bad("it is not valid JSON")
+			}
+		}
+	}
+	if err := closeObject(dec); err != nil {
+		return bad("it is not valid JSON")
+	}
+	ans.Strings = c.count
+	switch {
+	case ans.AppError:
+		return ans, nil
+	case !hasData:
+		return bad("it has neither data nor error.message")
+	case c.breach != nil:
+		return ans, c.breach
+	case !dataOK && j.Type == BuildFile:
+		return bad("data has neither content nor contentUrl")
+	case !dataOK:
+		return bad("data has neither strings nor stringsUrl")
+	}
+	if j.Type == PreExport && j.stringsSent && c.sawInline() && c.count != j.count {
+		return bad(fmt.Sprintf("it returns %d strings for the %d it was sent; a pre-export answer keeps every string", c.count, j.count))
+	}
+	if c.previewSet != nil {
+		if b := c.checkPreview(); b != nil {
+			return ans, b
+		}
+	}
+	return ans, nil
+}
+
+// sawInline tells whether the answer carried its strings inline.
+func (c *checker) sawInline() bool { return c.seen != nil }
+
+// readData reads the data object; ok tells whether it carries what the job
+// type needs.
+func (c *checker) readData(dec *json.Decoder) (ok bool, err error) {
+	if err := openObject(dec); err != nil {
+		return false, err
+	}
+	var raw json.RawMessage
+	for dec.More() {
+		key, err := nextKey(dec)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case key == "strings" && c.job.Type != BuildFile:
+			if err := c.readStrings(dec); err != nil {
+				return false, err
+			}
+			ok = true
+		case key == "preview" && c.job.Type == ParseFile:
+			var p *string
+			if err := dec.Decode(&p); err != nil {
+				var typeErr *json.UnmarshalTypeError
+				if !errors.As(err, &typeErr) {
+					return false, err
+				}
+				c.fail(0, "", "data.preview is not a base64 HTML document")
+			} else if p != nil {
+				// read as a stream: the decoded page is never held whole
+				ids, err := previewElementIDs(*p)
+				if err != nil {
+					c.fail(0, "", "data.preview is not base64")
+				}
+				c.previewSet = ids
+			}
+		case key == "content" && c.job.Type == BuildFile,
+			key == "contentUrl" && c.job.Type == BuildFile,
+			key == "stringsUrl" && c.job.Type != BuildFile:
+			var s *string
+			if err := dec.Decode(&s); err != nil {
+				var typeErr *json.UnmarshalTypeError
+				if !errors.As(err, &typeErr) {
+					return false, err
+				}
+				c.fail(0, "", "data."+key+" is not a string")
+			} else if s != nil && *s != "" {
+				ok = true
+				if key == "content" {
+					if _, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(*s))); err != nil {
+						c.fail(0, "", "data.content is not base64")
+					}
+				}
+			}
+		default:
+			if err := dec.Decode(&raw); err != nil {
+				return false, err
+			}
+		}
+	}
+	_, err = dec.Token()
+	return ok, err
+}
+
+// fail records the first breach.
+func (c *checker) fail(index int, ident, rule string) {
+	if c.breach == nil {
+		c.breach = &Breach{Job: c.job.Type, Index: index, Identifier: ident, Rule: rule}
+	}
+}
+
+// readStrings reads the strings array a record at a time.
+func (c *checker) readStrings(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('[') {
+		c.fail(0, "", "data.strings is not an array")
+		if _, ok := tok.(json.Delim); ok {
+			return errors.New("data.strings is not an array")
+		}
+		return nil
+	}
+	if c.seen == nil {
+		c.seen = make(map[string]struct{})
+	}
+	for dec.More() {
+		c.count++
+		c.rec.reset()
+		if err := dec.Decode(&c.rec); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if !errors.As(err, &typeErr) {
+				return err
+			}
+			c.fail(c.count, c.rec.Identifier, "has a "+typeErr.Field+" of the wrong type ("+typeErr.Value+")")
+			continue
+		}
+		if c.breach == nil {
+			c.checkRecord(c.count, &c.rec)
+		}
+	}
+	_, err = dec.Token()
+	return err
+}
+
+var statusValues = [][]byte{[]byte(`"untranslated"`), []byte(`"translated"`), []byte(`"approved"`)}
+
+// checkRecord checks one string record of the answer.
+func (c *checker) checkRecord(n int, r *record) {
+	id := r.Identifier
+	if id == "" {
+		c.fail(n, "", "has no identifier")
+		return
+	}
+	switch c.job.Type {
+	case ParseFile:
+		if _, dup := c.seen[id]; dup {
+			c.fail(n, id, "has the identifier of an earlier string; identifiers are unique within a file")
+			return
+		}
+		c.seen[id] = struct{}{}
+		if len(r.CustomData) > MaxCustomData {
+			c.fail(n, id, fmt.Sprintf("has customData of %d bytes, over the 4 KB the service keeps", len(r.CustomData)))
+			return
+		}
+		if len(r.PreviewID) > 0 && !bytes.Equal(r.PreviewID, []byte("null")) {
+			pid, err := strconv.ParseInt(string(r.PreviewID), 10, 64)
+			if err != nil {
+				c.fail(n, id, "has a previewId that is not an integer")
+				return
+			}
+			c.previewIDs = append(c.previewIDs, previewRef{id: pid, index: n, ident: id})
+		} else {
+			c.previewIDs = append(c.previewIDs, previewRef{id: -1, index: n, ident: id})
+		}
+	case PreExport:
+		if r.UniqID == "" {
+			c.fail(n, id, "has no uniqId")
+			return
+		}
+		if _, dup := c.seen[r.UniqID]; dup {
+			c.fail(n, id, "has the uniqId of an earlier string; a pre-export answer keeps each string once")
+			return
+		}
+		c.seen[r.UniqID] = struct{}{}
+		if c.job.stringsSent {
+			if _, sent := c.job.uniqIDs[r.UniqID]; !sent {
+				c.fail(n, id, "has a uniqId that was not sent; a pre-export answer keeps the uniqId of each string")
+				return
+			}
+		}
+	}
+	if len(r.Text) == 0 || bytes.Equal(r.Text, []byte("null")) {
+		c.fail(n, id, "has no text")
+		return
+	}
+	if rule := c.checkText(r.Text, r.HasPlurals, c.job.source, ""); rule != "" {
+		c.fail(n, id, rule)
+		return
+	}
+	for lang, t := range r.Translations {
+		cats, known := c.job.targets[lang]
+		if !known {
+			c.fail(n, id, "has a translation into "+shortQuote(lang)+", which is not a target language of the job")
+			return
+		}
+		if len(t.Text) == 0 || bytes.Equal(t.Text, []byte("null")) {
+			c.fail(n, id, "has a translation into "+shortQuote(lang)+" without text")
+			return
+		}
+		if rule := c.checkText(t.Text, r.HasPlurals, cats, lang); rule != "" {
+			c.fail(n, id, rule)
+			return
+		}
+		if rule := c.checkStatus(t.Status, r.HasPlurals, cats); rule != "" {
+			c.fail(n, id, "has a translation into "+shortQuote(lang)+" with "+rule)
+			return
+		}
+	}
+}
+
+// checkText checks a text against hasPlurals and the language's plural
+// categories, and returns the broken rule or "". lang is the target
+// language of a translation, "" for the source text.
+func (c *checker) checkText(text json.RawMessage, plural bool, cats []string, lang string) string {
+	what := func() string {
+		if lang == "" {
+			return "text"
+		}
+		return "translation text into " + shortQuote(lang)
+	}
+	if !plural {
+		if text[0] != '"' {
+			return "has a " + what() + " that is not a string, and hasPlurals is false"
+		}
+		return ""
+	}
+	if text[0] != '{' {
+		return "has a " + what() + " that is not an object of plural forms, and hasPlurals is true"
+	}
+	n := 0
+	rule := members(text, func(key, value []byte) string {
+		n++
+		if len(cats) > 0 && !containsKey(cats, key) {
+			return "has a " + what() + " with the plural form " + shortQuote(unquoteKey(key)) + ", which is not a plural category of the language"
+		}
+		if value[0] != '"' {
+			return "has a " + what() + " whose plural form " + shortQuote(unquoteKey(key)) + " is not a string"
+		}
+		return ""
+	})
+	if rule == "" && n == 0 {
+		return "has a " + what() + " that is an empty object of plural forms"
+	}
+	return rule
+}
+
+// checkStatus checks a translation status; absent means translated.
+func (c *checker) checkStatus(status json.RawMessage, plural bool, cats []string) string {
+	if len(status) == 0 || bytes.Equal(status, []byte("null")) {
+		return ""
+	}
+	if status[0] == '"' {
+		if !validStatus(status) {
+			return "a status other than untranslated, translated or approved"
+		}
+		return ""
+	}
+	if !plural || status[0] != '{' {
+		return "a status that is not a string"
+	}
+	return members(status, func(key, value []byte) string {
+		if len(cats) > 0 && !containsKey(cats, key) {
+			return "a status for the plural form " + shortQuote(unquoteKey(key)) + ", which is not a plural category of the language"
+		}
+		if !validStatus(value) {
+			return "a status other than untranslated, translated or approved"
+		}
+		return ""
+	})
+}
+
+// members calls fn with the key (as written, without its quotes) and the
+// value of each member of obj, a valid JSON object, until fn returns a
+// rule, which members returns. It allocates nothing.
+func members(obj []byte, fn func(key, value []byte) string) string {
+	i := 1 // after '{'
+	for i < len(obj) {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return ""
+		}
+		if obj[i] == ',' {
+			i++
+			continue
+		}
+		end := endOfString(obj, i)
+		key := obj[i+1 : end-1]
+		i = skipSpace(obj, end) + 1 // the colon
+		i = skipSpace(obj, i)
+		vend := endOfValue(obj, i)
+		if rule := fn(key, obj[i:vend]); rule != "" {
+			return rule
+		}
+		i = vend
+	}
+	return ""
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endOfString returns the index after the string starting at b[i] ('"').
+func endOfString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// endOfValue returns the index after the value starting at b[i].
+func endOfValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return endOfString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = endOfString(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+			j++
+		}
+		return j
+	}
+}
+
+// containsKey reports whether the key, as written in JSON, is in list.
+func containsKey(list []string, key []byte) bool {
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return contains(list, unquoteKey(key))
+	}
+	for _, v := range list {
+		if string(key) == v {
+			return true
+		}
+	}
+	return false
+}
+
+// unquoteKey decodes a key as written in JSON (without its quotes).
+func unquoteKey(key []byte) string {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return string(key)
+	}
+	var s string
+	quoted := make([]byte, 0, len(key)+2)
+	quoted = append(append(append(quoted, '"'), key...), '"')
+	if json.Unmarshal(quoted, &s) != nil {
+		return string(key)
+	}
+	return s
+}
+
+func validStatus(v json.RawMessage) bool {
+	for _, s := range statusValues {
+		if bytes.Equal(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// previewMarker is the start of the id of a string's element in a preview.
+const previewMarker = "string_preview_id_"
+
+// previewElementIDs reads a base64 HTML preview as a stream and returns
+// the n of every string_preview_id_<n> in it.
+func previewElementIDs(preview string) (map[int64]struct{}, error) {
+	ids := make(map[int64]struct{})
+	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(preview))
+	const keep = len(previewMarker) + 20 // a marker and its number
+	buf := make([]byte, 0, 32<<10+keep)
+	for {
+		n, err := dec.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		done := err != nil
+		if err != nil && err != io.EOF {
+			return ids, err
+		}
+		// Markers whose number may go on in the next chunk wait for it.
+		scanEnd := len(buf)
+		if !done && scanEnd > keep {
+			scanEnd -= keep
+		} else if !done {
+			continue
+		}
+		rest := buf[:len(buf)]
+		pos := 0
+		for {
+			i := bytes.Index(rest[pos:], []byte(previewMarker))
+			if i < 0 || pos+i >= scanEnd {
+				break
+			}
+			start := pos + i + len(previewMarker)
+			end := start
+			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+				end++
+			}
+			if v, err := strconv.ParseInt(string(rest[start:end]), 10, 64); err == nil {
+				ids[v] = struct{}{}
+			}
+			pos = start
+		}
+		if done {
+			return ids, nil
+		}
+		buf = buf[:copy(buf, buf[scanEnd:])]
+	}
+}
+
+// checkPreview checks that every string has a previewId naming an element
+// of the preview.
+func (c *checker) checkPreview() *Breach {
+	ids := c.previewSet
+	for _, p := range c.previewIDs {
+		if p.id < 0 {
+			return &Breach{Job: c.job.Type, Index: p.index, Identifier: p.ident, Rule: "has no previewId, and the answer sends a preview"}
+		}
+		if _, ok := ids[p.id]; !ok {
+			return &Breach{Job: c.job.Type, Index: p.index, Identifier: p.ident,
+				Rule: "has previewId " + strconv.FormatInt(p.id, 10) + ", and the preview has no element string_preview_id_" + strconv.FormatInt(p.id, 10)}
+		}
+	}
+	return nil
+}
