@@ -227,7 +227,7 @@ func (l *ServiceLimits) fetch(ctx context.Context, rawURL, what string) ([]byte,
 		return nil, l.tooLargeToInline(what)
 	}
 	var buf bytes.Buffer
-	if err := readAtMost(&buf, res.Body, l.Inline.MaxSize); err != nil {
+	if err := limits.ReadBody(&buf, res.Body, l.Inline.MaxSize); err != nil {
 		if errors.Is(err, limits.ErrTooLarge) {
 			return nil, l.tooLargeToInline(what)
 		}

@@ -14,8 +14,6 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/servicegate/servicegate/limits"
 )
 
 func TestPublicAddr(t *testing.T) {
@@ -157,26 +155,5 @@ func TestSpillBuffer(t *testing.T) {
 	// a breach found on disk is answered like one found in memory
 	if rec := serve(`{"data":{"content":"` + content + `!"}}`); rec.Code != 502 || !strings.Contains(errorMessage(t, rec.Body.Bytes()), "not base64") {
 		t.Errorf("breach in a large answer: %d %q", rec.Code, rec.Body)
-	}
-}
-
-// lastWithEOF hands out its bytes and io.EOF in the same Read.
-type lastWithEOF struct{ b []byte }
-
-func (r *lastWithEOF) Read(p []byte) (int, error) {
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	if len(r.b) == 0 {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func TestReadAtMostRefusesOneByteOverWithEOF(t *testing.T) {
-	for size, want := range map[int]error{64: nil, 65: limits.ErrTooLarge, 1000: limits.ErrTooLarge} {
-		var buf bytes.Buffer
-		if err := readAtMost(&buf, &lastWithEOF{bytes.Repeat([]byte("x"), size)}, 64); err != want {
-			t.Errorf("%d bytes: %v, want %v", size, err, want)
-		}
 	}
 }

@@ -311,7 +311,7 @@ func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx 
 	if r.ContentLength > 0 {
 		body.buf.Grow(int(r.ContentLength))
 	}
-	if err := readAtMost(body.buf, r.Body, l.MaxRequestSize); err != nil {
+	if err := limits.ReadBody(body.buf, r.Body, l.MaxRequestSize); err != nil {
 		// The deadline stays: after a refusal, net/http reads on through
 		// what is left of the body (up to 256 KB) before answering, and
 		// the deadline keeps a client that stalls from holding it.
@@ -325,19 +325,6 @@ func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx 
 	}
 	body.Reset(body.buf.Bytes())
 	return body, nil
-}
-
-// readAtMost is limits.ReadBody, and also refuses a body of max+1 bytes
-// whose last bytes came with io.EOF in a single Read (ReadBody then
-// returns nil with max+1 bytes read).
-func readAtMost(buf *bytes.Buffer, r io.Reader, max int64) error {
-	if err := limits.ReadBody(buf, r, max); err != nil {
-		return err
-	}
-	if int64(buf.Len()) > max {
-		return limits.ErrTooLarge
-	}
-	return nil
 }
 
 // refuseRequest answers a request whose body could not be read whole.

@@ -39,6 +39,10 @@ func ReadBody(buf *bytes.Buffer, r io.Reader, max int64) error {
 		n, err := r.Read(free)
 		buf.Write(free[:n]) // free is buf's own spare room: this copies nothing
 		if err == io.EOF {
+			// The byte over the limit may come with io.EOF in one Read.
+			if int64(buf.Len()) > max {
+				return ErrTooLarge
+			}
 			return nil
 		}
 		if err != nil {

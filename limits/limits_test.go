@@ -28,6 +28,8 @@ func TestReadBody(t *testing.T) {
 		{"over by one", strings.NewReader("12345678901"), "", ErrTooLarge},
 		{"far over", strings.NewReader(strings.Repeat("x", 1<<20)), "", ErrTooLarge},
 		{"one byte at a time", iotest.OneByteReader(strings.NewReader("1234567890")), "1234567890", nil},
+		{"at, last bytes with EOF", iotest.DataErrReader(strings.NewReader("1234567890")), "1234567890", nil},
+		{"over by one, last bytes with EOF", iotest.DataErrReader(strings.NewReader("12345678901")), "", ErrTooLarge},
 		{"read error", io.MultiReader(strings.NewReader("12"), iotest.ErrReader(boom)), "", boom},
 	}
 	for _, tt := range tests {
