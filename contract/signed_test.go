@@ -114,13 +114,14 @@ func TestSpillAnswer(t *testing.T) {
 			return "", err
 		}
 		stored[kind] = b.String()
-		return "https://gw.example/s/" + kind, nil
+		return "https://gw.example/s/" + kind + "?expires=1&sig=ab", nil
 	}
 	var out bytes.Buffer
 	if err := SpillAnswer(strings.NewReader(answer), &out, put); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"meta":1,"data":{"stringsUrl":"https://gw.example/s/.ndjson","previewUrl":"https://gw.example/s/.html","other":[1, 2]}}`
+	// The links read as served: & is not written as \u0026.
+	want := `{"meta":1,"data":{"stringsUrl":"https://gw.example/s/.ndjson?expires=1&sig=ab","previewUrl":"https://gw.example/s/.html?expires=1&sig=ab","other":[1, 2]}}`
 	if out.String() != want {
 		t.Errorf("answer\n%s\nwant\n%s", out.String(), want)
 	}

@@ -100,12 +100,22 @@ func spillData(dec *json.Decoder, out io.Writer, put Put) error {
 			return err
 		}
 		writeKey(out, key+"Url")
-		b, _ := json.Marshal(url)
-		out.Write(b)
+		writeURL(out, url)
 	}
 	_, err := dec.Token()
 	io.WriteString(out, "}")
 	return err
+}
+
+// writeURL writes url as a JSON string with its & and other characters as
+// they are (json.Marshal would write \u0026), so the link reads as it is
+// served.
+func writeURL(out io.Writer, url string) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(url) // a string always encodes
+	io.WriteString(out, strings.TrimSuffix(b.String(), "\n"))
 }
 
 func writeKey(out io.Writer, key string) {
