@@ -6,23 +6,25 @@
 //	GET  /                    the app's page, for people signed in with a browser
 //	GET  /api/whoami          the trusted identity headers servicegate set
 //	POST /webhooks            an event delivery (already verified)
-//	POST /file-format/parse   a parse-file job: one string per line of the file
+//	POST /file-format         the "key = value" custom file format (examples/formatapp)
+//	POST /pre-export          its file-pre-export step
+//	POST /file-format/buggy   the same format with a bug: every string is listed twice
 //	POST /file-format/slow    a job that takes longer than the module time limit
 //	POST /file-format/huge    a job whose answer is larger than the 5 MB limit
-//	POST /pre-export/         a file-pre-export job: strings returned unchanged
 package main
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"html/template"
 	"io"
 	"log"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/servicegate/servicegate/examples/formatapp"
 )
 
 func main() {
@@ -33,10 +35,12 @@ func main() {
 	mux.HandleFunc("GET /{$}", page)
 	mux.HandleFunc("GET /api/whoami", whoami)
 	mux.HandleFunc("POST /webhooks", webhook)
-	mux.HandleFunc("POST /file-format/parse", parseFile)
+	formats := formatapp.Handler()
+	mux.Handle("POST /file-format", formats)
+	mux.Handle("POST /pre-export", formats)
+	mux.HandleFunc("POST /file-format/buggy", buggyParse)
 	mux.HandleFunc("POST /file-format/slow", slowJob)
 	mux.HandleFunc("POST /file-format/huge", hugeJob)
-	mux.HandleFunc("POST /pre-export/", preExport)
 
 	log.Printf("demo app listening on http://%s", *addr)
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -98,35 +102,29 @@ func webhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"received": len(delivery.Events)})
 }
 
-type fileJob struct {
-	JobType string `json:"jobType"`
-	File    struct {
-		Name    string `json:"name"`
-		Content string `json:"content"`
-	} `json:"file"`
-	Strings []json.RawMessage `json:"strings"`
-}
-
-// parseFile turns each non-empty line of the file into a string record.
-func parseFile(w http.ResponseWriter, r *http.Request) {
-	var job fileJob
+// buggyParse parses "key = value" files like the format app, with the kind
+// of bug servicegate's contract check catches: each string is listed twice,
+// so the service would import duplicate keys.
+func buggyParse(w http.ResponseWriter, r *http.Request) {
+	var job struct {
+		File struct {
+			Content string `json:"content"`
+		} `json:"file"`
+	}
 	if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"message": "The request is not a file job."}})
+		writeJSON(w, http.StatusOK, map[string]any{"error": map[string]string{"message": "The job could not be read."}})
 		return
 	}
-	content, err := base64.StdEncoding.DecodeString(job.File.Content)
-	if err != nil {
-		writeJSON(w, http.StatusOK, map[string]any{"error": map[string]string{"message": "The file content is not base64."}})
-		return
-	}
+	content, _ := base64.StdEncoding.DecodeString(job.File.Content)
 	type record struct {
 		Identifier string `json:"identifier"`
 		Text       string `json:"text"`
 	}
 	var records []record
-	for i, line := range strings.Split(string(content), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			records = append(records, record{Identifier: fmt.Sprintf("line-%d", i+1), Text: line})
+	for _, line := range strings.Split(string(content), "\n") {
+		if key, value, ok := strings.Cut(line, "="); ok {
+			rec := record{Identifier: strings.TrimSpace(key), Text: strings.TrimSpace(value)}
+			records = append(records, rec, rec)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"strings": records}})
@@ -153,14 +151,4 @@ func hugeJob(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, chunk)
 	}
 	_, _ = io.WriteString(w, `"}}`)
-}
-
-// preExport returns the strings it was given, unchanged.
-func preExport(w http.ResponseWriter, r *http.Request) {
-	var job fileJob
-	if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"message": "The request is not a file job."}})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"strings": job.Strings}})
 }
