@@ -323,32 +323,9 @@ func (sb *spillBuffer) reader() io.Reader {
 	return bytes.NewReader(sb.mem.Bytes())
 }
 
-// WriteTo sends an answer kept in memory, as limits.ResponseBuffer does:
-// the buffered header replaces w's, and an answer that declared no length
-// gets one.
+// WriteTo sends an answer kept in memory, as limits.ResponseBuffer does.
 func (sb *spillBuffer) WriteTo(w http.ResponseWriter, head bool) error {
-	dst := w.Header()
-	for k := range dst {
-		if _, ok := sb.header[k]; !ok {
-			delete(dst, k)
-		}
-	}
-	for k, v := range sb.header {
-		dst[k] = v
-	}
-	if sb.status == 0 {
-		return nil
-	}
-	bodyAllowed := sb.status != http.StatusNoContent && sb.status != http.StatusNotModified
-	if !head && bodyAllowed && sb.declared < 0 && len(dst["Transfer-Encoding"]) == 0 && len(dst["Trailer"]) == 0 {
-		dst["Content-Length"] = []string{strconv.Itoa(sb.mem.Len())}
-	}
-	w.WriteHeader(sb.status)
-	if sb.mem.Len() == 0 {
-		return nil
-	}
-	_, err := w.Write(sb.mem.Bytes())
-	return err
+	return limits.WriteResponse(w, sb.header, sb.status, sb.declared, sb.mem.Bytes(), head)
 }
 
 // close releases the temporary file.

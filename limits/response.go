@@ -99,33 +99,38 @@ func (rb *ResponseBuffer) TooLarge() bool { return rb.tooLarge }
 // Content-Length header, -1 when it declared none.
 func (rb *ResponseBuffer) DeclaredSize() int64 { return rb.declared }
 
-// WriteTo sends the buffered response to w: w's header becomes the
-// buffered header, then the status and the body follow. A response that
-// declared no length gets a Content-Length header for its body (except
-// for HEAD requests and statuses without a body, as told by head), so the
-// client knows the answer is complete. Nothing is written for a response
-// that recorded neither a status nor a body. The error is w's.
+// WriteTo sends the buffered response to w: see WriteResponse.
 func (rb *ResponseBuffer) WriteTo(w http.ResponseWriter, head bool) error {
+	return WriteResponse(w, rb.header, rb.status, rb.declared, rb.body.Bytes(), head)
+}
+
+// WriteResponse sends a complete response held in memory to w: w's header
+// becomes header, then status and body follow. A response that declared no
+// length (declared < 0) gets a Content-Length header for its body (except
+// for HEAD requests and statuses without a body, as told by head), so the
+// client knows the answer is complete. Nothing is written when status is 0
+// (no response was recorded). The error is w's.
+func WriteResponse(w http.ResponseWriter, header http.Header, status int, declared int64, body []byte, head bool) error {
 	dst := w.Header()
 	for k := range dst {
-		if _, ok := rb.header[k]; !ok {
+		if _, ok := header[k]; !ok {
 			delete(dst, k)
 		}
 	}
-	for k, v := range rb.header {
+	for k, v := range header {
 		dst[k] = v
 	}
-	if rb.status == 0 {
+	if status == 0 {
 		return nil
 	}
-	if !head && bodyAllowed(rb.status) && rb.declared < 0 && len(dst["Transfer-Encoding"]) == 0 && len(dst["Trailer"]) == 0 {
-		dst["Content-Length"] = []string{strconv.Itoa(rb.body.Len())}
+	if !head && bodyAllowed(status) && declared < 0 && len(dst["Transfer-Encoding"]) == 0 && len(dst["Trailer"]) == 0 {
+		dst["Content-Length"] = []string{strconv.Itoa(len(body))}
 	}
-	w.WriteHeader(rb.status)
-	if rb.body.Len() == 0 {
+	w.WriteHeader(status)
+	if len(body) == 0 {
 		return nil
 	}
-	_, err := w.Write(rb.body.Bytes())
+	_, err := w.Write(body)
 	return err
 }
 
