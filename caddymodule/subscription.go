@@ -464,9 +464,14 @@ func hostLabelSafe(s string) bool {
 }
 
 // subscriptionBearerToken returns the token of an Authorization header value
-// of the Bearer scheme, or "": the token service_auth would read.
+// of the Bearer scheme, or "": the token service_auth would read. Without
+// service_auth in front, the token goes to the service unverified, so a
+// value that is not even of bearer token syntax is not sent at all.
 func subscriptionBearerToken(header string) string {
 	tok, _ := token.FromAuthorization(header)
+	if !token.IsB64Token(tok) {
+		return ""
+	}
 	return tok
 }
 

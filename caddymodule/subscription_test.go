@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/servicegate/servicegate/subscription"
+	"github.com/servicegate/servicegate/token"
 )
 
 // subscriptionService is an httptest stand-in of the service's subscription query,
@@ -166,7 +167,7 @@ func TestSubscriptionAnswers(t *testing.T) {
 			provisionSubscription(t, h)
 			next := new(subscriptionUpstream)
 			rec := httptest.NewRecorder()
-			if err := h.ServeHTTP(rec, subscriptionRequest("Bearer tok-"+tt.name, tt.accept), next); err != nil {
+			if err := h.ServeHTTP(rec, subscriptionRequest("Bearer tok-"+subscriptionTestToken(tt.name), tt.accept), next); err != nil {
 				t.Fatalf("ServeHTTP: %v", err)
 			}
 			if rec.Code != tt.wantStatus {
@@ -203,7 +204,7 @@ func TestSubscriptionAnswers(t *testing.T) {
 					t.Errorf("body %s holds the token", rec.Body)
 				}
 			}
-			if got := svc.lastAuth(); got != "Bearer tok-"+tt.name {
+			if got := svc.lastAuth(); got != "Bearer tok-"+subscriptionTestToken(tt.name) {
 				t.Errorf("service got Authorization %q", got)
 			}
 		})
@@ -531,21 +532,36 @@ func FuzzSubscriptionPrefersHTML(f *testing.F) {
 
 func TestSubscriptionBearerToken(t *testing.T) {
 	tests := map[string]string{
-		"Bearer abc":     "abc",
-		"bearer abc":     "abc",
-		"BEARER  abc ":   "abc",
-		"Bearer":         "",
-		"Bearer ":        "",
-		"Basic abc":      "",
-		"Bearerabc":      "",
-		"":               "",
-		"Token x Bearer": "",
+		"Bearer abc":        "abc",
+		"bearer abc":        "abc",
+		"BEARER  abc ":      "abc",
+		"Bearer":            "",
+		"Bearer ":           "",
+		"Basic abc":         "",
+		"Bearerabc":         "",
+		"":                  "",
+		"Token x Bearer":    "",
+		"Bearer \v":         "",
+		"Bearer a b":        "",
+		"Bearer a\x00":      "",
+		"Bearer ===":        "",
+		"Bearer ab+/_~.-==": "ab+/_~.-==",
 	}
 	for in, want := range tests {
 		if got := subscriptionBearerToken(in); got != want {
 			t.Errorf("subscriptionBearerToken(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// subscriptionTestToken makes a token of bearer syntax from a test's name.
+func subscriptionTestToken(name string) string {
+	return strings.Map(func(r rune) rune {
+		if token.IsB64Token(string(r)) {
+			return r
+		}
+		return '-'
+	}, name)
 }
 
 func FuzzSubscriptionBearerToken(f *testing.F) {
@@ -559,6 +575,9 @@ func FuzzSubscriptionBearerToken(f *testing.F) {
 		}
 		if tok != strings.TrimSpace(tok) {
 			t.Fatalf("token %q has surrounding space", tok)
+		}
+		if tok != "" && !token.IsB64Token(tok) {
+			t.Fatalf("token %q is not of bearer token syntax", tok)
 		}
 	})
 }

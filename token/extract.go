@@ -35,3 +35,27 @@ func trimSpace(s string) string {
 	}
 	return s
 }
+
+// IsB64Token reports whether s has the syntax of an RFC 6750 bearer token
+// (b64token: letters, digits, "-", ".", "_", "~", "+", "/", then any "="
+// padding). A JWT always has it; anything else cannot be a token of the
+// service.
+func IsB64Token(s string) bool {
+	end := len(s)
+	for end > 0 && s[end-1] == '=' {
+		end--
+	}
+	if end == 0 {
+		return false
+	}
+	for i := 0; i < end; i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
