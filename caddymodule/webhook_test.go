@@ -505,6 +505,11 @@ func FuzzWebhookEvents(f *testing.F) {
 	f.Add([]byte(`{"events":[{"event":"other"}]}`))
 	f.Add([]byte(`{"events":[]}`))
 	f.Add([]byte(`{`))
+	// Names with invalid UTF-8 or escapes, read as encoding/json reads them
+	// (invalid bytes become U+FFFD): an earlier scanner compared the raw bytes.
+	f.Add([]byte("{\"events\":[{\"event\":\"project.translated\xff\"}]}"))
+	f.Add([]byte(`{"events":[{"event":"project.\u0074ranslated"}]}`))
+	f.Add([]byte("{\"events\":[{\"event\":\"project.approved\xc3\"}]}"))
 	m := ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated", "project.approved"}}
 	provisionWebhook(f, &m)
 	m.logger = zap.NewNop()
@@ -527,6 +532,12 @@ func FuzzWebhookEvents(f *testing.F) {
 		}
 		if err := json.Unmarshal(body, &d); err != nil || len(d.Events) == 0 {
 			t.Fatalf("accepted a body without events: %q", body)
+		}
+		for _, e := range d.Events {
+			// As the app's JSON library reads the name, it is allowed.
+			if name, _ := e["event"].(string); name != "project.translated" && name != "project.approved" {
+				t.Fatalf("accepted the event %q of %q", name, body)
+			}
 		}
 		if !bytes.Equal(app.body, body) {
 			t.Fatal("the app got other bytes")
