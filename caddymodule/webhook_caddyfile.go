@@ -5,7 +5,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 )
 
 func init() {
@@ -76,14 +75,14 @@ func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&s) {
 				return d.ArgErr()
 			}
-			size, err := humanize.ParseBytes(s)
+			size, err := parseSize(d, "max_size", s)
 			if err != nil {
-				return d.Errf("parsing max_size: %v", err)
+				return err
 			}
-			if size == 0 || size > 1<<40 {
+			if size > 1<<40 {
 				return d.Errf("max_size must be between 1 byte and 1 TiB")
 			}
-			m.MaxSize = int64(size)
+			m.MaxSize = size
 		default:
 			return d.Errf("unrecognized service_webhook sub-directive %q", d.Val())
 		}
