@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,22 +13,38 @@ import (
 )
 
 // End-to-end tests run one real Caddy inside this package's test binary,
-// driven through caddytest. They bind fixed ports, so they live in this one
-// package (go test runs a package's tests one at a time unless they ask
-// otherwise; none of them may call t.Parallel). The ports can be moved with
+// driven through caddytest. Its admin, HTTP and HTTPS ports are chosen free
+// on 127.0.0.1 when the test binary starts, so two runs of the suite on one
+// host (a second terminal, an IDE, CI beside a developer) never load their
+// configurations into each other's Caddy. The one Caddy is shared by the
+// package's tests, so none of them may call t.Parallel.
 // SERVICEGATE_E2E_ADMIN_PORT, SERVICEGATE_E2E_HTTP_PORT and
-// SERVICEGATE_E2E_HTTPS_PORT when something else holds the defaults.
+// SERVICEGATE_E2E_HTTPS_PORT pin a port instead, for a debugging session.
 var (
-	e2eAdminPort = envPort("SERVICEGATE_E2E_ADMIN_PORT", 2999)
-	e2eHTTPPort  = envPort("SERVICEGATE_E2E_HTTP_PORT", 9080)
-	e2eHTTPSPort = envPort("SERVICEGATE_E2E_HTTPS_PORT", 9443)
+	e2eAdminPort = envPort("SERVICEGATE_E2E_ADMIN_PORT")
+	e2eHTTPPort  = envPort("SERVICEGATE_E2E_HTTP_PORT")
+	e2eHTTPSPort = envPort("SERVICEGATE_E2E_HTTPS_PORT")
 )
 
-func envPort(name string, def int) int {
+// envPort is the port named by the environment variable name, or else a
+// port that was free on 127.0.0.1 a moment ago.
+func envPort(name string) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
 	}
-	return def
+	return freePort()
+}
+
+// freePort asks the kernel for a free loopback port. The listener is closed
+// at once; the kernel does not hand the same port out again soon, which is
+// all a test run needs.
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("no free loopback port for the end-to-end Caddy: %v", err))
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // e2eBase is the address of the plain-HTTP listener of the test Caddy.
@@ -61,4 +79,43 @@ func startCaddy(t *testing.T, sites string) *caddytest.Tester {
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
 	tester.InitServer(e2eGlobal()+sites, "caddyfile")
 	return tester
+}
+
+// TestE2ESuiteRunsBesideItself runs one end-to-end test in two copies of
+// this test binary at the same time, as two developers' runs (or CI beside a
+// developer) would on one host: each must get its own Caddy and pass.
+func TestE2ESuiteRunsBesideItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped in -short mode")
+	}
+	if os.Getenv("SERVICEGATE_E2E_CHILD") != "" {
+		t.Skip("already a child run")
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SERVICEGATE_E2E_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "SERVICEGATE_E2E_CHILD=1")
+	const run = "^TestE2EAuthValidTokenPassesTrustedHeaders$"
+	type result struct {
+		out []byte
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			cmd := exec.Command(os.Args[0], "-test.run", run, "-test.count=1", "-test.v")
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			results <- result{out, err}
+		}()
+	}
+	for range 2 {
+		r := <-results
+		if r.err != nil || !strings.Contains(string(r.out), "--- PASS: TestE2EAuthValidTokenPassesTrustedHeaders") {
+			t.Errorf("a run beside another failed: %v\n%s", r.err, r.out)
+		}
+	}
 }
