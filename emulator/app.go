@@ -1,0 +1,231 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/servicegate/servicegate/descriptor"
+)
+
+// An Installation is an app as the emulated service knows it once it has
+// read the app's descriptor: it calls the app's declared modules the way
+// the service would, so a developer can try a whole app on one machine.
+type Installation struct {
+	// Descriptor is the app's descriptor.
+	Descriptor *descriptor.Descriptor
+	// AppURL is the app's base address as the service reaches it (the
+	// gateway in front of it), e.g. http://localhost:8080.
+	AppURL string
+	// AppSecret signs webhook deliveries.
+	AppSecret string
+	// OrganizationID and Domain name the organization that installed
+	// the app.
+	OrganizationID int64
+	Domain         string
+	// Client makes the calls; nil uses http.DefaultClient.
+	Client *http.Client
+}
+
+// Call is one request the emulated service made to the app and the app's
+// answer.
+type Call struct {
+	// Kind and Key name the module called; Job is the job type, or
+	// "webhook".
+	Kind, Key, Job string
+	// URL is the address called.
+	URL string
+	// Status and Body are the app's answer (Body capped at 1 MiB).
+	Status int
+	Body   []byte
+	// Err is set when no answer came.
+	Err error
+}
+
+// OK reports whether the app acknowledged the call with a 2xx answer.
+func (c Call) OK() bool { return c.Err == nil && c.Status >= 200 && c.Status <= 299 }
+
+// SendEvents sends each webhook module one signed bulk delivery holding
+// every event it declares, with the module's key, as the service does.
+func (in *Installation) SendEvents(ctx context.Context) []Call {
+	var calls []Call
+	for _, w := range in.Descriptor.Webhooks {
+		events := make([]map[string]any, 0, len(w.Events))
+		for _, e := range w.Events {
+			events = append(events, map[string]any{
+				"event":          e,
+				"project":        map[string]any{"id": "1", "identifier": "demo-project", "name": "Demo project"},
+				"targetLanguage": map[string]any{"id": "uk", "name": "Ukrainian"},
+			})
+		}
+		body, _ := json.Marshal(map[string]any{"events": events})
+		call := Call{Kind: descriptor.KindWebhook, Key: w.Key, Job: "webhook", URL: in.url(w.Module)}
+		call.Status, call.Body, call.Err = SendDelivery(ctx, in.Client, call.URL, Delivery{
+			Body:           body,
+			Secret:         in.AppSecret,
+			OrganizationID: fmt.Sprint(in.OrganizationID),
+			Domain:         in.Domain,
+			ModuleKey:      w.Key,
+		})
+		calls = append(calls, call)
+	}
+	return calls
+}
+
+// SendJobs runs the service's file jobs for a source file: for each
+// custom-file-format module a parse-file job with the file, then a
+// build-file job with the strings the app parsed (each given a
+// translation); for each file-pre-export module a file-pre-export job
+// with those strings. Without a custom-file-format module, or when
+// parsing fails, the pre-export job carries one string made from the
+// file's name.
+func (in *Installation) SendJobs(ctx context.Context, fileName string, content []byte) []Call {
+	var calls []Call
+	var parsed []map[string]any
+	for _, f := range in.Descriptor.FileFormats {
+		parse := in.job(ctx, descriptor.KindCustomFileFormat, f.Module, "parse-file", fileName, content, nil)
+		calls = append(calls, parse)
+		strs := stringsOf(parse)
+		if strs == nil {
+			continue
+		}
+		if parsed == nil {
+			parsed = strs
+		}
+		calls = append(calls, in.job(ctx, descriptor.KindCustomFileFormat, f.Module, "build-file", fileName, content, translated(strs, true)))
+	}
+	if parsed == nil {
+		parsed = []map[string]any{{"identifier": fileName, "text": fileName}}
+	}
+	for _, p := range in.Descriptor.PreExports {
+		calls = append(calls, in.job(ctx, descriptor.KindFilePreExport, p.Module, "file-pre-export", fileName, content, preExportStrings(parsed)))
+	}
+	return calls
+}
+
+func (in *Installation) url(m descriptor.Module) string {
+	return strings.TrimSuffix(in.AppURL, "/") + m.URL
+}
+
+// job sends one job and reads the answer.
+func (in *Installation) job(ctx context.Context, kind string, m descriptor.Module, jobType, fileName string, content []byte, strs []map[string]any) Call {
+	call := Call{Kind: kind, Key: m.Key, Job: jobType, URL: in.url(m)}
+	body, err := json.Marshal(in.jobBody(jobType, fileName, content, strs))
+	if err != nil {
+		call.Err = err
+		return call
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL, bytes.NewReader(body))
+	if err != nil {
+		call.Err = err
+		return call
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Service-Module")
+	client := in.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		call.Err = fmt.Errorf("%s job to %s: %w", jobType, req.URL.Redacted(), err)
+		return call
+	}
+	defer resp.Body.Close()
+	call.Status = resp.StatusCode
+	call.Body, call.Err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	return call
+}
+
+// jobBody is a job as the service sends it: the organization, project and
+// language objects of the interface, the file, and strings where the job
+// type carries them.
+func (in *Installation) jobBody(jobType, fileName string, content []byte, strs []map[string]any) map[string]any {
+	apiBase := "https://" + in.Domain + ".service.example"
+	job := map[string]any{
+		"jobType": jobType,
+		"organization": map[string]any{
+			"id": in.OrganizationID, "domain": in.Domain,
+			"baseUrl": apiBase, "apiBaseUrl": apiBase + "/api/v2",
+		},
+		"project":        map[string]any{"id": 1, "identifier": "demo-project", "name": "Demo project"},
+		"file":           map[string]any{"id": 1, "name": fileName, "content": base64.StdEncoding.EncodeToString(content)},
+		"sourceLanguage": language("en", "English", []string{"one", "other"}),
+	}
+	switch jobType {
+	case "parse-file":
+		job["targetLanguages"] = []any{}
+	default:
+		job["targetLanguages"] = []any{language("uk", "Ukrainian", []string{"one", "few", "many", "other"})}
+		job["strings"] = strs
+	}
+	return job
+}
+
+func language(id, name string, plurals []string) map[string]any {
+	return map[string]any{
+		"id": id, "name": name, "editorCode": id, "twoLettersCode": id, "threeLettersCode": id,
+		"locale": id, "androidCode": id, "osxCode": id, "osxLocale": id,
+		"pluralCategoryNames": plurals, "pluralRules": "",
+	}
+}
+
+// stringsOf is the data.strings of a parse-file answer, nil when the call
+// failed or the answer carries no inline strings.
+func stringsOf(c Call) []map[string]any {
+	if !c.OK() {
+		return nil
+	}
+	var answer struct {
+		Data struct {
+			Strings []map[string]any `json:"strings"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(c.Body, &answer) != nil {
+		return nil
+	}
+	return answer.Data.Strings
+}
+
+// translated gives each string an id (as build-file jobs carry) and a
+// translation into uk; withIDs drops what build-file records lack.
+func translated(strs []map[string]any, withIDs bool) []map[string]any {
+	out := make([]map[string]any, 0, len(strs))
+	for i, s := range strs {
+		r := make(map[string]any, len(s)+2)
+		for k, v := range s {
+			if k == "previewId" {
+				continue
+			}
+			r[k] = v
+		}
+		if withIDs {
+			r["id"] = i + 1
+		}
+		if text, ok := s["text"].(string); ok {
+			r["translations"] = map[string]any{"uk": map[string]any{"text": "uk: " + text, "status": "translated"}}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// preExportStrings are strs as a file-pre-export job carries them: each
+// with a uniqId (a hash, a double colon and a sequence number) and no
+// previewId, id or customData.
+func preExportStrings(strs []map[string]any) []map[string]any {
+	out := translated(strs, false)
+	for i, r := range out {
+		delete(r, "customData")
+		sum := sha256.Sum256([]byte(fmt.Sprint(r["identifier"])))
+		r["uniqId"] = hex.EncodeToString(sum[:16]) + "::" + fmt.Sprint(i+1)
+	}
+	return out
+}
