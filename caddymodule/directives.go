@@ -9,6 +9,8 @@ import "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 // session's token on the request), then the bearer token, then the
 // subscription that needs the token and the verified organization.
 func init() {
+	// service_app routes a whole site by itself, with the handlers below.
+	httpcaddyfile.RegisterDirectiveOrder("service_app", httpcaddyfile.Before, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("service_limits", httpcaddyfile.Before, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("service_webhook", httpcaddyfile.Before, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("service_oauth", httpcaddyfile.Before, "basic_auth")

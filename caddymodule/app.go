@@ -1,0 +1,648 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/descriptor"
+)
+
+// Defaults of service_app.
+const (
+	appDefaultDescriptorPath = "/manifest.json"
+	appDefaultFromQuery      = "jwtToken"
+	appAllModules            = "*"
+)
+
+// appDefaultClaimHeaders are the upstream headers service_app sets from a
+// verified token, the same the sign-in sets from a session.
+var appDefaultClaimHeaders = map[string]string{
+	oauthDefaultUserHeader: "sub",
+	oauthDefaultOrgHeader:  "domain",
+}
+
+// ServiceApp fronts one app of the service from its descriptor. It routes
+// every request of the site itself, with the handlers the app's modules
+// need, so that nothing is left open:
+//
+//   - each webhook module's url: service_webhook, with the module's key as
+//     the only X-Module-Key and its events as the allow-list;
+//   - each custom-file-format and file-pre-export module's url:
+//     service_limits with the module contract of its kind, answers over
+//     the size limit spilled to signed URLs (served under the spill path);
+//   - the descriptor path: the descriptor, read-only, with the fields the
+//     gateway knows (base address, client id) filled in;
+//   - the public paths: passed on as they are;
+//   - every other request: service_auth (Authorization header or the
+//     jwtToken query parameter, audience the client id), then
+//     service_subscription for a paid app; with sign_in, browser requests
+//     without a token go through service_oauth first.
+//
+// Requests that pass go on to the next handler (reverse_proxy to the app).
+// The handlers are the same modules a site can use one by one, with their
+// metrics, placeholders and refusals.
+type ServiceApp struct {
+	// Descriptor is the app descriptor: a JSON file, or an address on the
+	// app such as http://127.0.0.1:3000/manifest.json. An address is read
+	// when the config loads; the last good copy is kept in Caddy's data
+	// directory and used while the app cannot answer. Required.
+	Descriptor string `json:"descriptor,omitempty"`
+
+	// DescriptorPath is where the descriptor is served to the service.
+	// Default "/manifest.json"; "off" serves none.
+	DescriptorPath string `json:"descriptor_path,omitempty"`
+
+	// BaseURL is the app's public base address (scheme, host and any path
+	// prefix), filled in as the descriptor's baseUrl when it has none.
+	// Default: the scheme and host of the request for the descriptor.
+	BaseURL string `json:"base_url,omitempty"`
+
+	// ClientID is the app's OAuth client_id: the audience of the tokens
+	// and the client of the sign-in. {env.*} placeholders are resolved at
+	// load. Required.
+	ClientID string `json:"client_id,omitempty"`
+
+	// ClientSecret is the app's OAuth client_secret: it verifies the
+	// tokens (HS256) and runs the sign-in. {env.*} and {file.*}
+	// placeholders are resolved at load. Required unless Auth names a
+	// public_key or jwks_url.
+	ClientSecret string `json:"client_secret,omitempty"`
+
+	// AppSecrets are the app secrets that sign webhook deliveries; any one
+	// matching passes (rotation). Required when the descriptor declares a
+	// webhook module, unless SecretsFile is given.
+	AppSecrets []string `json:"app_secrets,omitempty"`
+
+	// SecretsFile is service_webhook's per-organization secrets file.
+	SecretsFile string `json:"secrets_file,omitempty"`
+
+	// Service is the service's address: the base of the subscription
+	// query and, unless AuthURL is set, of the OAuth server. Required with
+	// Subscription or SignIn.
+	Service string `json:"service,omitempty"`
+
+	// AuthURL is the OAuth server's address, when it is not Service.
+	AuthURL string `json:"auth_url,omitempty"`
+
+	// AppIdentifier is the app identifier of the subscription query.
+	// Default: the descriptor's identifier.
+	AppIdentifier string `json:"app_identifier,omitempty"`
+
+	// Public are path patterns (as Caddy's path matcher takes them)
+	// passed on without a token, such as static assets.
+	Public []string `json:"public,omitempty"`
+
+	// Subscription, when set, checks the subscription of a paid app; its
+	// fields are service_subscription's settings, with app_identifier and
+	// base_url filled in from the settings above.
+	Subscription *ServiceSubscription `json:"subscription,omitempty"`
+
+	// SignIn, when set, runs the service's sign-in for browser requests
+	// without a token; its fields are service_oauth's settings, with the
+	// client and the OAuth server filled in from the settings above.
+	SignIn *ServiceOAuth `json:"sign_in,omitempty"`
+
+	// Auth holds service_auth settings for the token check; the key, the
+	// audience, from_query and strip_query, and the claim headers
+	// X-Service-User-Id (sub) and X-Service-Domain (domain) are filled in
+	// when not set.
+	Auth *ServiceAuth `json:"auth,omitempty"`
+
+	// Webhooks holds service_webhook settings for webhook modules, by
+	// module key, or "*" for every webhook module. The secrets, the module
+	// key and the events always come from above and from the descriptor.
+	Webhooks map[string]*ServiceWebhook `json:"webhooks,omitempty"`
+
+	// Limits holds service_limits settings for file modules, by module
+	// key, or "*" for every file module. The contract is always the
+	// module's kind; spill is on unless set otherwise.
+	Limits map[string]*ServiceLimits `json:"limits,omitempty"`
+
+	// Routes is what the descriptor and the settings above expand to, one
+	// route per path: the Caddyfile adapter writes it when it can read the
+	// descriptor, so that `caddy adapt` shows it. When it is empty, the
+	// expansion is made when the config loads.
+	Routes []AppRoute `json:"routes,omitempty"`
+
+	desc       *descriptor.Descriptor
+	exact      map[string]caddyhttp.MiddlewareHandler
+	prefixes   []appPrefix
+	public     caddyhttp.MatchPath
+	guard      *AppRoute
+	descPath   string
+	spillPath  string
+	clientID   string
+	baseURL    string
+	cleanups   []caddy.CleanerUpper
+	logger     *zap.Logger
+	descriptor []byte // the filled descriptor when BaseURL is set
+}
+
+// AppRoute is one route of service_app: a path and what guards it.
+type AppRoute struct {
+	// Path is the request path: exact, or a prefix ending in "*"; "*"
+	// alone is every other request.
+	Path string `json:"path"`
+
+	// Module and Key name the descriptor's module the route serves.
+	Module string `json:"module,omitempty"`
+	Key    string `json:"key,omitempty"`
+
+	// Serve is what answers the path without a guard: "descriptor" (the
+	// app descriptor), "public" (passed on as it is) or "spill" (the
+	// payloads of file modules' answers that went by URL, served by the
+	// file modules' service_limits).
+	Serve string `json:"serve,omitempty"`
+
+	// The handlers of the route, in the order they run.
+	Webhook      *ServiceWebhook      `json:"webhook,omitempty"`
+	Limits       *ServiceLimits       `json:"limits,omitempty"`
+	SignIn       *ServiceOAuth        `json:"sign_in,omitempty"`
+	Auth         *ServiceAuth         `json:"auth,omitempty"`
+	Subscription *ServiceSubscription `json:"subscription,omitempty"`
+}
+
+// What an AppRoute serves without a guard.
+const (
+	appServeDescriptor = "descriptor"
+	appServePublic     = "public"
+	appServeSpill      = "spill"
+)
+
+type appPrefix struct {
+	prefix  string
+	handler caddyhttp.MiddlewareHandler
+}
+
+// CaddyModule returns the Caddy module information.
+func (ServiceApp) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.service_app",
+		New: func() caddy.Module { return new(ServiceApp) },
+	}
+}
+
+// appDescriptorDir keeps the last good copy of descriptors read from an
+// address.
+func appDescriptorDir() string {
+	return filepath.Join(caddy.AppDataDir(), "servicegate", "descriptors")
+}
+
+// loadDescriptor reads the descriptor; the error names every defect.
+func loadDescriptor(ctx context.Context, source string, logger *zap.Logger) (*descriptor.Descriptor, error) {
+	loaded, err := (&descriptor.Loader{Dir: appDescriptorDir()}).Load(ctx, caddy.NewReplacer().ReplaceKnown(source, ""))
+	if err != nil {
+		return nil, err
+	}
+	if loaded.Stale && logger != nil {
+		logger.Warn("the app descriptor could not be read; its last good copy is in use",
+			zap.String("descriptor", source), zap.Error(loaded.Err))
+	}
+	return loaded.Descriptor, nil
+}
+
+// Provision reads the descriptor, expands it into routes unless the config
+// holds them, and provisions every handler of every route.
+func (a *ServiceApp) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	if a.Descriptor == "" {
+		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
+	}
+	desc, err := loadDescriptor(ctx, a.Descriptor, a.logger)
+	if err != nil {
+		return fmt.Errorf("service_app: %w", err)
+	}
+	a.desc = desc
+	routes := a.Routes
+	if len(routes) == 0 {
+		if routes, err = a.Expand(desc); err != nil {
+			return err
+		}
+	} else if fresh, err := a.Expand(desc); err == nil && !sameRoutes(fresh, routes) {
+		a.logger.Warn("the app descriptor changed since the config was adapted; the routes of the config are in use until it is adapted again",
+			zap.String("descriptor", a.Descriptor))
+	}
+	repl := caddy.NewReplacer()
+	a.clientID = repl.ReplaceKnown(a.ClientID, "")
+	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
+	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
+	for i := range routes {
+		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
+			return err
+		}
+	}
+	a.Routes = routes
+	if a.public != nil {
+		if err := a.public.Provision(ctx); err != nil {
+			return fmt.Errorf("service_app: public: %w", err)
+		}
+	}
+	if a.guard == nil {
+		return errors.New("service_app: the routes have no \"*\" route guarding every other request")
+	}
+	if s := a.guard.SignIn; s != nil {
+		// The callback and logout paths belong to the sign-in, token or
+		// not; Provision has filled in their defaults.
+		a.exact[s.callbackPath] = s
+		a.exact[s.LogoutPath] = s
+	}
+	if a.spillPath != "" {
+		for _, rt := range routes {
+			if rt.Limits != nil && rt.Limits.Spill != nil && rt.Limits.Spill.Path == a.spillPath {
+				a.prefixes = append(a.prefixes, appPrefix{a.spillPath, rt.Limits})
+				break
+			}
+		}
+	}
+	if a.baseURL != "" && a.descPath != "" {
+		if a.descriptor, err = a.desc.Filled(a.baseURL, a.clientID); err != nil {
+			return fmt.Errorf("service_app: %w", err)
+		}
+	}
+	return nil
+}
+
+// provisionRoute provisions the handlers of one route and files it under
+// its path.
+func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
+	for _, h := range rt.handlers() {
+		if p, ok := h.(caddy.Provisioner); ok {
+			if err := p.Provision(ctx); err != nil {
+				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
+			}
+		}
+		if v, ok := h.(caddy.Validator); ok {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
+			}
+		}
+		if c, ok := h.(caddy.CleanerUpper); ok {
+			a.cleanups = append(a.cleanups, c)
+		}
+	}
+	switch {
+	case rt.Path == "*":
+		if rt.Auth == nil {
+			return errors.New("service_app: the \"*\" route must check the token (auth)")
+		}
+		a.guard = rt
+		return nil
+	case rt.Serve == appServeDescriptor:
+		a.descPath = rt.Path
+		return nil
+	case rt.Serve == appServePublic:
+		a.public = append(a.public, rt.Path)
+		return nil
+	case rt.Serve == appServeSpill:
+		a.spillPath = strings.TrimSuffix(rt.Path, "*")
+		return nil
+	}
+	var h caddyhttp.MiddlewareHandler
+	switch {
+	case rt.Webhook != nil:
+		h = rt.Webhook
+	case rt.Limits != nil:
+		h = rt.Limits
+	case rt.SignIn != nil:
+		h = rt.SignIn
+	default:
+		return fmt.Errorf("service_app: route %s has no handler", rt.Path)
+	}
+	if prefix, ok := strings.CutSuffix(rt.Path, "*"); ok {
+		a.prefixes = append(a.prefixes, appPrefix{prefix, h})
+	} else {
+		a.exact[rt.Path] = h
+	}
+	return nil
+}
+
+// handlers lists the route's handlers in the order they run.
+func (rt *AppRoute) handlers() []caddyhttp.MiddlewareHandler {
+	var hs []caddyhttp.MiddlewareHandler
+	if rt.Webhook != nil {
+		hs = append(hs, rt.Webhook)
+	}
+	if rt.Limits != nil {
+		hs = append(hs, rt.Limits)
+	}
+	if rt.SignIn != nil {
+		hs = append(hs, rt.SignIn)
+	}
+	if rt.Auth != nil {
+		hs = append(hs, rt.Auth)
+	}
+	if rt.Subscription != nil {
+		hs = append(hs, rt.Subscription)
+	}
+	return hs
+}
+
+// Validate checks what Provision does not.
+func (a *ServiceApp) Validate() error {
+	if a.DescriptorPath != "" && a.DescriptorPath != "off" && !strings.HasPrefix(a.DescriptorPath, "/") {
+		return fmt.Errorf("service_app: descriptor_path must start with /, got %q", a.DescriptorPath)
+	}
+	return nil
+}
+
+// Cleanup releases what the handlers hold.
+func (a *ServiceApp) Cleanup() error {
+	var errs []error
+	for _, c := range a.cleanups {
+		errs = append(errs, c.Cleanup())
+	}
+	return errors.Join(errs...)
+}
+
+// ServeHTTP hands the request to the route of its path.
+func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	path := r.URL.Path
+	if h, ok := a.exact[path]; ok {
+		return h.ServeHTTP(w, r, next)
+	}
+	for _, p := range a.prefixes {
+		if strings.HasPrefix(path, p.prefix) {
+			return p.handler.ServeHTTP(w, r, next)
+		}
+	}
+	if path == a.descPath {
+		return a.serveDescriptor(w, r)
+	}
+	if a.public != nil && a.public.Match(r) {
+		return next.ServeHTTP(w, r)
+	}
+	return a.serveGuarded(w, r, next)
+}
+
+// serveGuarded runs the "*" route: sign-in (for a request without a
+// token), token, subscription, then next. The chain between the handlers
+// is a pooled value, so the hot path allocates nothing of its own.
+func (a *ServiceApp) serveGuarded(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	g := a.guard
+	c := appChains.Get().(*appChain)
+	c.app, c.next, c.signedIn = a, next, false
+	var err error
+	if g.SignIn != nil && !a.carriesToken(r) {
+		c.signedIn = true
+		err = g.SignIn.ServeHTTP(w, r, c)
+	} else {
+		err = g.Auth.ServeHTTP(w, r, c)
+	}
+	*c = appChain{}
+	appChains.Put(c)
+	return err
+}
+
+// carriesToken tells whether the request brings its own token, which
+// service_auth checks without the sign-in.
+func (a *ServiceApp) carriesToken(r *http.Request) bool {
+	if r.Header.Get("Authorization") != "" {
+		return true
+	}
+	q := a.guard.Auth.FromQuery
+	raw := r.URL.RawQuery
+	return q != "" && (strings.HasPrefix(raw, q+"=") || strings.Contains(raw, "&"+q+"="))
+}
+
+// appChains pools the chains of guarded requests.
+var appChains = sync.Pool{New: func() any { return new(appChain) }}
+
+// appChain continues a guarded request after a handler: after the sign-in
+// it runs the token check, after the token check the subscription, then
+// the next handler.
+type appChain struct {
+	app      *ServiceApp
+	next     caddyhttp.Handler
+	signedIn bool
+}
+
+func (c *appChain) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	g := c.app.guard
+	if c.signedIn {
+		c.signedIn = false
+		return g.Auth.ServeHTTP(w, r, c)
+	}
+	if g.Subscription != nil {
+		return g.Subscription.ServeHTTP(w, r, c.next)
+	}
+	return c.next.ServeHTTP(w, r)
+}
+
+// serveDescriptor answers the descriptor, read-only.
+func (a *ServiceApp) serveDescriptor(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return refuse(w, r, http.StatusMethodNotAllowed, "The app descriptor is read-only.")
+	}
+	body := a.descriptor
+	if body == nil {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		var err error
+		if body, err = a.desc.Filled(scheme+"://"+r.Host, a.clientID); err != nil {
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(body)
+	}
+	return nil
+}
+
+// Expand turns the descriptor and the settings into routes: one per
+// declared module, the spill path, the descriptor, the public paths and
+// "*" for the rest.
+func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
+	var routes []AppRoute
+	var defects []string
+	for _, hook := range desc.Webhooks {
+		wh, err := cloneSettings(a.Webhooks, hook.Key, new(ServiceWebhook))
+		if err != nil {
+			return nil, err
+		}
+		if len(wh.Secrets) == 0 && wh.SecretsFile == "" {
+			wh.Secrets, wh.SecretsFile = slices.Clone(a.AppSecrets), a.SecretsFile
+		}
+		if len(wh.Secrets) == 0 && wh.SecretsFile == "" {
+			defects = append(defects, fmt.Sprintf("webhook module %q needs app_secret or secrets_file", hook.Key))
+		}
+		wh.ModuleKeys = []string{hook.Key}
+		wh.Events = slices.Clone(hook.Events)
+		routes = append(routes, AppRoute{Path: hook.Path(), Module: descriptor.KindWebhook, Key: hook.Key, Webhook: wh})
+	}
+	var spill *ServiceLimits
+	fileRoute := func(kind string, m descriptor.Module) error {
+		l, err := cloneSettings(a.Limits, m.Key, new(ServiceLimits))
+		if err != nil {
+			return err
+		}
+		l.Contract = kind
+		if l.Spill == nil {
+			l.Spill = new(SpillOptions)
+		}
+		if l.Spill.BaseURL == "" {
+			l.Spill.BaseURL = a.BaseURL
+		}
+		if spill == nil && l.Spill != nil {
+			spill = l
+		}
+		routes = append(routes, AppRoute{Path: m.Path(), Module: kind, Key: m.Key, Limits: l})
+		return nil
+	}
+	for _, f := range desc.FileFormats {
+		if err := fileRoute(descriptor.KindCustomFileFormat, f.Module); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range desc.PreExports {
+		if err := fileRoute(descriptor.KindFilePreExport, p.Module); err != nil {
+			return nil, err
+		}
+	}
+	if spill != nil {
+		// The service downloads spilled payloads without a token; the
+		// links are signed, expiring and good for one download.
+		routes = append(routes, AppRoute{Path: firstOf(spill.Spill.Path, defaultSpillPath) + "*", Serve: appServeSpill})
+	}
+	if dp := a.DescriptorPath; dp != "off" {
+		if dp == "" {
+			dp = appDefaultDescriptorPath
+		}
+		routes = append(routes, AppRoute{Path: dp, Serve: appServeDescriptor})
+	}
+	for _, p := range a.Public {
+		routes = append(routes, AppRoute{Path: p, Serve: appServePublic})
+	}
+
+	guard := AppRoute{Path: "*"}
+	auth, err := cloneSettings(map[string]*ServiceAuth{"": a.Auth}, "", new(ServiceAuth))
+	if err != nil {
+		return nil, err
+	}
+	if auth.HS256Secret == "" && auth.PublicKey == "" && auth.JWKSURL == "" {
+		auth.HS256Secret = a.ClientSecret
+	}
+	if auth.HS256Secret == "" && auth.PublicKey == "" && auth.JWKSURL == "" {
+		defects = append(defects, "client_secret is required to verify the service's tokens (or auth { public_key | jwks_url })")
+	}
+	if len(auth.Audience) == 0 && a.ClientID != "" {
+		auth.Audience = []string{a.ClientID}
+	}
+	if auth.FromQuery == "" {
+		auth.FromQuery, auth.StripQuery = appDefaultFromQuery, true
+	}
+	if auth.ClaimHeaders == nil {
+		auth.ClaimHeaders = maps.Clone(appDefaultClaimHeaders)
+	}
+	guard.Auth = auth
+
+	authURL := a.AuthURL
+	if authURL == "" {
+		authURL = a.Service
+	}
+	if a.SignIn != nil {
+		s, err := cloneSettings(map[string]*ServiceOAuth{"": a.SignIn}, "", new(ServiceOAuth))
+		if err != nil {
+			return nil, err
+		}
+		s.ClientID = firstOf(s.ClientID, a.ClientID)
+		s.ClientSecret = firstOf(s.ClientSecret, a.ClientSecret)
+		s.AuthURL = firstOf(s.AuthURL, authURL)
+		if len(s.Scopes) == 0 {
+			s.Scopes = []string{"project"}
+		}
+		if s.AuthURL == "" {
+			defects = append(defects, "sign_in needs the service's address (service or auth_url)")
+		}
+		guard.SignIn = s
+	}
+	if a.Subscription != nil {
+		sub, err := cloneSettings(map[string]*ServiceSubscription{"": a.Subscription}, "", new(ServiceSubscription))
+		if err != nil {
+			return nil, err
+		}
+		sub.AppIdentifier = firstOf(sub.AppIdentifier, a.AppIdentifier, desc.Identifier)
+		sub.BaseURL = firstOf(sub.BaseURL, a.Service)
+		if sub.AppIdentifier == "" {
+			defects = append(defects, "subscription needs app_identifier: the descriptor has no identifier")
+		}
+		if sub.BaseURL == "" {
+			defects = append(defects, "subscription needs the service's address (service)")
+		}
+		guard.Subscription = sub
+	}
+	routes = append(routes, guard)
+	if len(defects) > 0 {
+		return nil, fmt.Errorf("service_app: %s", strings.Join(defects, "; "))
+	}
+	return routes, nil
+}
+
+// cloneSettings is a deep copy of the settings for key (else for "*",
+// else a zero value), so that each route's handler owns its own.
+func cloneSettings[T any](settings map[string]*T, key string, zero *T) (*T, error) {
+	src, ok := settings[key]
+	if !ok || src == nil {
+		src = settings[appAllModules]
+	}
+	if src == nil {
+		return zero, nil
+	}
+	data, err := json.Marshal(src)
+	if err != nil {
+		return nil, fmt.Errorf("service_app: settings of %q: %w", key, err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(data, out); err != nil {
+		return nil, fmt.Errorf("service_app: settings of %q: %w", key, err)
+	}
+	return out, nil
+}
+
+func firstOf(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// sameRoutes tells whether two expansions route the same paths to the same
+// modules.
+func sameRoutes(a, b []AppRoute) bool {
+	key := func(rs []AppRoute) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Path+" "+r.Module+" "+r.Key+" "+r.Serve)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(a), key(b))
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*ServiceApp)(nil)
+	_ caddy.Validator             = (*ServiceApp)(nil)
+	_ caddy.CleanerUpper          = (*ServiceApp)(nil)
+	_ caddyhttp.MiddlewareHandler = (*ServiceApp)(nil)
+)
