@@ -279,6 +279,36 @@ func TestServiceAppE2E(t *testing.T) {
 			t.Fatalf("a parse-file job sent to the pre-export module: %d %s", resp.StatusCode, body)
 		}
 	})
+
+	t.Run("caddy service-app send calls every declared module through the gateway", func(t *testing.T) {
+		src := filepath.Join(t.TempDir(), "demo.kv")
+		if err := os.WriteFile(src, []byte("greeting = Hello\nfarewell = Bye\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reached := app.reached("/webhooks")
+		var out bytes.Buffer
+		fl := parsedFlags(t, serviceAppSendFlags(), "--descriptor", app.URL+"/manifest.json", "--app", e2eBase(), "--file", src)
+		code, err := runServiceAppSend(fl, &out)
+		// The buggy module's answer breaks the contract: one call of five fails (its build-file job is not sent).
+		if code == 0 || err == nil || !strings.Contains(err.Error(), "1 of 5 calls") {
+			t.Errorf("exit %d, %v", code, err)
+		}
+		for _, want := range []string{
+			"webhook            events-hook          webhook         " + e2eBase() + "/webhooks  200",
+			"kv-format            parse-file      " + e2eBase() + "/file-format  200",
+			"kv-format            build-file      " + e2eBase() + "/file-format  200",
+			"kv-buggy             parse-file      " + e2eBase() + "/file-format/buggy  502",
+			"kv-buggy             build-file",
+			"kv-pre-export        file-pre-export " + e2eBase() + "/pre-export  200",
+		} {
+			if !strings.Contains(out.String(), want) == !strings.HasSuffix(want, "build-file") {
+				t.Errorf("output lacks (or has) %q:\n%s", want, out.String())
+			}
+		}
+		if app.reached("/webhooks") != reached+1 {
+			t.Error("the delivery did not reach the app")
+		}
+	})
 }
 
 // TestServiceAppDescriptorDefectsE2E: a descriptor with several defects
@@ -308,4 +338,28 @@ func adaptCaddyfile(t *testing.T, input string) ([]byte, error) {
 	adapter := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}
 	out, _, err := adapter.Adapt([]byte(input), nil)
 	return out, err
+}
+
+func TestServiceAppCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(good, []byte(appDescriptor), 0o600)
+	os.WriteFile(bad, []byte(`{"modules":{"webhook":[{"key":"w","url":"/w"}],"file-pre-export":[{"url":"/p"}]}}`), 0o600)
+
+	var out bytes.Buffer
+	code, err := runServiceAppCheck(good, &out)
+	if code != 0 || err != nil || !strings.Contains(out.String(), `no defects; app "demo-app", 2 file format, 1 pre-export and 1 webhook modules`) ||
+		!strings.Contains(out.String(), "events-hook") {
+		t.Errorf("good: %d %v\n%s", code, err, out.String())
+	}
+	out.Reset()
+	code, err = runServiceAppCheck(bad, &out)
+	if code != 1 || err != nil || !strings.Contains(out.String(), "2 defects") || !strings.Contains(out.String(), "events is missing") ||
+		!strings.Contains(out.String(), "key is missing") {
+		t.Errorf("bad: %d %v\n%s", code, err, out.String())
+	}
+	if code, err := runServiceAppCheck(filepath.Join(dir, "none.json"), &out); code != 1 || err == nil {
+		t.Errorf("missing file: %d %v", code, err)
+	}
 }
