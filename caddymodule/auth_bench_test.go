@@ -18,7 +18,7 @@ func (nopHandler) ServeHTTP(http.ResponseWriter, *http.Request) error { return n
 // own replacer, vars and header map, as Caddy gives every request; they are
 // made in batches outside the timer, since Caddy makes them before any
 // handler runs.
-func benchmarkAuth(b *testing.B, a *ServiceAuth) {
+func benchmarkAuth(b *testing.B, a caddyhttp.MiddlewareHandler) {
 	tok := hsToken(b, emulatorClaims())
 	base := httptest.NewRequest(http.MethodGet, "/api/projects", nil)
 	w := httptest.NewRecorder()
