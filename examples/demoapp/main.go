@@ -3,6 +3,7 @@
 // knows nothing of tokens, subscriptions, signatures or limits; it trusts the
 // headers and bodies servicegate lets through.
 //
+//	GET  /manifest.json       the app descriptor: its modules, for the service and service_app
 //	GET  /                    the app's page, for people signed in with a browser
 //	GET  /api/whoami          the trusted identity headers servicegate set
 //	POST /webhooks            an event delivery (already verified)
@@ -14,6 +15,7 @@
 package main
 
 import (
+	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
@@ -32,6 +34,7 @@ func main() {
 	flag.Parse()
 
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /manifest.json", serveManifest)
 	mux.HandleFunc("GET /{$}", page)
 	mux.HandleFunc("GET /api/whoami", whoami)
 	mux.HandleFunc("POST /webhooks", webhook)
@@ -45,6 +48,17 @@ func main() {
 	log.Printf("demo app listening on http://%s", *addr)
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Fatal(srv.ListenAndServe())
+}
+
+// manifest is the app descriptor: what the service, and servicegate's
+// service_app, know the app by.
+//
+//go:embed manifest.json
+var manifest []byte
+
+func serveManifest(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(manifest)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
