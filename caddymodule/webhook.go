@@ -21,6 +21,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/signature"
 )
 
@@ -86,6 +87,11 @@ type ServiceWebhook struct {
 	// one. Default: 5 MiB (5242880).
 	MaxSize int64 `json:"max_size,omitempty"`
 
+	// Queue, when set, stores each verified delivery and answers the
+	// service itself, then delivers it to the app with retries; no
+	// reverse_proxy is needed after the handler. See WebhookQueue.
+	Queue *WebhookQueue `json:"queue,omitempty"`
+
 	appWide  *signature.Verifier // nil without Secrets
 	orgs     *secretsFile        // nil without SecretsFile
 	events   map[string]struct{}
@@ -94,6 +100,9 @@ type ServiceWebhook struct {
 	stop     context.CancelFunc
 	watching chan struct{} // closed when the watching goroutine ends
 	tooLarge string        // the 413 message, made once
+	queue    *queue.Queue  // nil without Queue
+	queueKey string
+	queueTo  string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -150,6 +159,9 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 			m.orgs.watch(watchCtx, every)
 		}()
 	}
+	if m.Queue != nil {
+		return m.provisionQueue(ctx)
+	}
 	return nil
 }
 
@@ -170,13 +182,13 @@ func (m *ServiceWebhook) Validate() error {
 	return nil
 }
 
-// Cleanup stops watching the secrets file.
+// Cleanup stops watching the secrets file and lets go of the queue.
 func (m *ServiceWebhook) Cleanup() error {
 	if m.stop != nil {
 		m.stop()
 		<-m.watching
 	}
-	return nil
+	return m.cleanupQueue()
 }
 
 // ServeHTTP checks a delivery and passes it on, or refuses it.
@@ -248,6 +260,11 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	}
 
 	m.outcomes.inc(outcomeAccepted)
+	if m.queue != nil {
+		err := m.enqueue(w, r, raw)
+		body.release()
+		return err
+	}
 	if n == 0 {
 		body.release()
 		r.Body = http.NoBody

@@ -49,6 +49,7 @@ type Store interface {
 var (
 	ErrDuplicate = errors.New("an identical delivery was queued within the dedup window")
 	ErrNotFound  = errors.New("no such delivery")
+	ErrNotOurs   = errors.New("not a delivery id of this queue")
 )
 
 // Buckets of the bbolt file.
@@ -60,7 +61,6 @@ var (
 	bucketInfo    = []byte("info")    // "epoch" → random id prefix
 	keyEpoch      = []byte("epoch")
 	allBuckets    = [][]byte{bucketPending, bucketDead, bucketPayload, bucketDedup, bucketInfo}
-	errBadID      = errors.New("not a delivery id of this queue")
 	boltOpenLimit = 5 * time.Second
 )
 
@@ -123,10 +123,10 @@ func (s *BoltStore) seqOf(id string) ([]byte, error) {
 	var seq uint64
 	prefix := s.epoch + "-"
 	if len(id) <= len(prefix) || id[:len(prefix)] != prefix {
-		return nil, errBadID
+		return nil, ErrNotOurs
 	}
 	if _, err := fmt.Sscanf(id[len(prefix):], "%x", &seq); err != nil {
-		return nil, errBadID
+		return nil, ErrNotOurs
 	}
 	return seqKey(seq), nil
 }

@@ -1,0 +1,225 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/queue"
+)
+
+// WebhookQueue makes service_webhook answer the service itself once a
+// verified delivery is stored on disk, then deliver it to the app with
+// retries: no event is lost while the app is down, restarting or slow.
+// Deliveries go to To with their original method, path, headers and exact
+// body, plus X-Servicegate-Delivery-Id (the same on every attempt, for the
+// app to deduplicate) and X-Servicegate-Attempt. The answers 2xx (done),
+// 408, 425, 429, 5xx, a timeout or no connection (tried again with
+// exponential backoff and jitter, Retry-After honoured) and any other
+// (set aside at once as a dead letter) decide what happens next; one
+// organization's deliveries reach the app in the order received.
+type WebhookQueue struct {
+	// To is the app's address (scheme, host and port), e.g.
+	// http://127.0.0.1:3000. Required.
+	To string `json:"to,omitempty"`
+
+	// Dir holds the queue's file. Handlers naming the same directory share
+	// one queue. Default: servicegate/webhook-queue in Caddy's data
+	// directory.
+	Dir string `json:"dir,omitempty"`
+
+	// Concurrency caps the deliveries in flight toward the app. Default 8.
+	Concurrency int `json:"concurrency,omitempty"`
+
+	// MaxAge gives a delivery up once it is this old. Default 72h.
+	MaxAge caddy.Duration `json:"max_age,omitempty"`
+
+	// MaxAttempts, when set, gives a delivery up after that many attempts.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+
+	// Timeout bounds one attempt. Default 30s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// Dedup, when set, drops a delivery identical (same organization and
+	// body) to one received within it. Off by default: the service sends
+	// no delivery id, and identical bulk bodies can be legitimate.
+	Dedup caddy.Duration `json:"dedup,omitempty"`
+}
+
+// webhookQueues holds each open queue by its file, so that a config reload
+// keeps the queue and its workers (neither duplicated nor lost) and
+// handlers naming one directory share it.
+var webhookQueues = caddy.NewUsagePool()
+
+// pooledQueue is a queue in the pool.
+type pooledQueue struct{ *queue.Queue }
+
+// Destruct closes the queue when no config uses it any more.
+func (p pooledQueue) Destruct() error { return p.Queue.Close() }
+
+// The queue's metrics, created once per process.
+var (
+	webhookQueueAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "servicegate", Subsystem: "webhook_queue", Name: "attempts_total",
+		Help: "Attempts to deliver a queued webhook delivery to the app, by outcome (delivered, retry, dead).",
+	}, []string{"outcome"})
+	webhookQueueCollector = &queueCollector{
+		depth:  prometheus.NewDesc("servicegate_webhook_queue_depth", "Deliveries waiting or in flight toward the app, by queue directory.", []string{"dir"}, nil),
+		oldest: prometheus.NewDesc("servicegate_webhook_queue_oldest_age_seconds", "Age of the oldest delivery not yet delivered, by queue directory.", []string{"dir"}, nil),
+	}
+)
+
+// queueCollector reports the state of every open queue when scraped.
+type queueCollector struct{ depth, oldest *prometheus.Desc }
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.depth; ch <- c.oldest }
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	webhookQueues.Range(func(key, v any) bool {
+		p, ok := v.(pooledQueue)
+		if !ok {
+			return true
+		}
+		dir := filepath.Dir(key.(string))
+		s := p.Stats()
+		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(s.Depth), dir)
+		age := 0.0
+		if !s.Oldest.IsZero() {
+			age = now.Sub(s.Oldest).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, dir)
+		return true
+	})
+}
+
+// provisionQueue opens (or joins) the handler's queue.
+func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
+	qc := m.Queue
+	repl := caddy.NewReplacer()
+	to := strings.TrimSuffix(repl.ReplaceKnown(qc.To, ""), "/")
+	if u, err := url.Parse(to); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("service_webhook: queue: to %q is not the app's address, such as http://127.0.0.1:3000", qc.To)
+	}
+	m.queueTo = to
+	dir := repl.ReplaceKnown(qc.Dir, "")
+	if dir == "" {
+		dir = filepath.Join(caddy.AppDataDir(), "servicegate", "webhook-queue")
+	}
+	m.queueKey = filepath.Join(dir, "queue.db")
+	reg := ctx.GetMetricsRegistry()
+	attempts := registerCollector(reg, webhookQueueAttempts)
+	registerCollector(reg, prometheus.Collector(webhookQueueCollector))
+	logger := caddy.Log().Named("http.handlers.service_webhook.queue")
+	opts := queue.Options{
+		Concurrency: qc.Concurrency,
+		MaxAge:      time.Duration(qc.MaxAge),
+		MaxAttempts: qc.MaxAttempts,
+		Dedup:       time.Duration(qc.Dedup),
+		OnOutcome:   func(o queue.Outcome) { attempts.WithLabelValues(o.String()).Inc() },
+		OnDead: func(dm queue.Meta) {
+			logger.Warn("webhook delivery set aside as a dead letter; replay it through the admin API once the app is fixed",
+				zap.String("id", dm.ID), zap.String("organization", dm.Organization), zap.String("uri", dm.URI),
+				zap.Int("attempts", dm.Attempts), zap.String("reason", dm.Dead))
+		},
+		OnError: func(err error) { logger.Error("webhook queue", zap.Error(err)) },
+	}
+	sender := &queue.HTTPSender{Timeout: time.Duration(qc.Timeout)}
+	v, _, err := webhookQueues.LoadOrNew(m.queueKey, func() (caddy.Destructor, error) {
+		store, err := queue.OpenBolt(m.queueKey)
+		if err != nil {
+			return nil, err
+		}
+		q, err := queue.Open(store, sender, opts)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		return pooledQueue{q}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("service_webhook: queue: %w", err)
+	}
+	m.queue = v.(pooledQueue).Queue
+	return nil
+}
+
+// cleanupQueue lets go of the handler's queue; the last config to use it
+// closes it.
+func (m *ServiceWebhook) cleanupQueue() error {
+	if m.queue == nil {
+		return nil
+	}
+	m.queue = nil
+	_, err := webhookQueues.Delete(m.queueKey)
+	return err
+}
+
+// enqueue stores a verified delivery and answers the service: 202 once it
+// is on disk, 503 (the service may send it again) when it could not be
+// stored.
+func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []byte) error {
+	d := &queue.Delivery{
+		Meta: queue.Meta{
+			Organization: organizationOf(r.Header), To: m.queueTo,
+			Method: r.Method, URI: r.URL.RequestURI(),
+		},
+		Header: forwardedHeader(r),
+		Body:   body,
+	}
+	err := m.queue.Enqueue(d)
+	switch {
+	case errors.Is(err, queue.ErrDuplicate):
+		writeJSON(w, http.StatusOK, []byte(`{"status":"duplicate"}`))
+		return nil
+	case err != nil:
+		m.logger.Error("a verified webhook delivery could not be queued", zap.Error(err))
+		w.Header().Set("Retry-After", "30")
+		return refuse(w, r, http.StatusServiceUnavailable, "The delivery could not be stored just now. Send it again in a moment.")
+	}
+	out, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		ID     string `json:"id"`
+	}{"queued", d.ID})
+	writeJSON(w, http.StatusAccepted, out)
+	return nil
+}
+
+// organizationOf names the organization of a delivery for its order:
+// X-Service-Domain, else X-Service-Id.
+func organizationOf(h http.Header) string {
+	if d := h.Get(headerDomain); d != "" {
+		return d
+	}
+	return h.Get(headerOrgID)
+}
+
+// forwardedHeader is what the app would get through reverse_proxy: the
+// request's headers with X-Forwarded-For, -Proto and -Host, and its Host.
+func forwardedHeader(r *http.Request) http.Header {
+	h := r.Header.Clone()
+	// As reverse_proxy does without trusted proxies: the client's address
+	// replaces whatever the request claimed.
+	h.Del("X-Forwarded-For")
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		h.Set("X-Forwarded-For", ip)
+	}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	h.Set("X-Forwarded-Proto", proto)
+	h.Set("X-Forwarded-Host", r.Host)
+	h.Set("Host", r.Host)
+	return h
+}
