@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -304,5 +305,15 @@ localhost:{port} {
 		if status != http.StatusRequestEntityTooLarge || app.count() != before {
 			t.Fatalf("chunked=%v: 5 MiB and one byte: status %d, app deliveries %d", chunked, status, app.count()-before)
 		}
+	}
+}
+
+// bump moves a file's modification time forward, so a change is seen even
+// on file systems with coarse timestamps.
+func bump(t testing.TB, path string, seconds int) {
+	t.Helper()
+	when := time.Now().Add(time.Duration(seconds) * time.Hour)
+	if err := os.Chtimes(path, when, when); err != nil {
+		t.Fatal(err)
 	}
 }
