@@ -399,6 +399,9 @@ func TestWebhookProvisionAndValidate(t *testing.T) {
 	if m.MaxSize != defaultWebhookMaxSize {
 		t.Fatalf("default max_size %d", m.MaxSize)
 	}
+	if m.ReadTimeout != caddy.Duration(10*time.Second) {
+		t.Fatalf("default read_timeout %s", time.Duration(m.ReadTimeout))
+	}
 	if err := m.check.AppWide.Verify(delivery, hmacHex(appSecret, delivery)); err != nil {
 		t.Fatalf("the {env.*} secret was not resolved: %v", err)
 	}
@@ -420,6 +423,7 @@ func TestWebhookProvisionAndValidate(t *testing.T) {
 	}{
 		{"no secret", ServiceWebhook{}},
 		{"negative size", ServiceWebhook{Secrets: []string{"s"}, MaxSize: -1}},
+		{"negative read_timeout", ServiceWebhook{Secrets: []string{"s"}, ReadTimeout: -1}},
 		{"empty module key", ServiceWebhook{Secrets: []string{"s"}, ModuleKeys: []string{""}}},
 		{"empty event", ServiceWebhook{Secrets: []string{"s"}, Events: []string{""}}},
 	} {
@@ -445,6 +449,7 @@ func TestWebhookUnmarshalCaddyfile(t *testing.T) {
 			events project.translated project.approved
 			events file.added
 			max_size 1MiB
+			read_timeout 30s
 		}`, ServiceWebhook{
 			Secrets:     []string{"{env.A}", "{env.B}", "third"},
 			SecretsFile: "/etc/app/secrets.json",
@@ -452,6 +457,7 @@ func TestWebhookUnmarshalCaddyfile(t *testing.T) {
 			ModuleKeys:  []string{"events-hook", "other-hook"},
 			Events:      []string{"project.translated", "project.approved", "file.added"},
 			MaxSize:     1 << 20,
+			ReadTimeout: caddy.Duration(30 * time.Second),
 		}, false},
 		{"max_size in MB", "service_webhook {\nsecret s\nmax_size 5MB\n}", ServiceWebhook{Secrets: []string{"s"}, MaxSize: 5_000_000}, false},
 		{"argument on the directive line", "service_webhook s", ServiceWebhook{}, true},
@@ -464,6 +470,9 @@ func TestWebhookUnmarshalCaddyfile(t *testing.T) {
 		{"events without value", "service_webhook {\nevents\n}", ServiceWebhook{}, true},
 		{"bad size", "service_webhook {\nmax_size lots\n}", ServiceWebhook{}, true},
 		{"zero size", "service_webhook {\nmax_size 0\n}", ServiceWebhook{}, true},
+		{"bad read_timeout", "service_webhook {\nread_timeout slow\n}", ServiceWebhook{}, true},
+		{"zero read_timeout", "service_webhook {\nread_timeout 0s\n}", ServiceWebhook{}, true},
+		{"read_timeout without value", "service_webhook {\nread_timeout\n}", ServiceWebhook{}, true},
 		{"unknown option", "service_webhook {\nsecret s\nsignature_header X\n}", ServiceWebhook{}, true},
 	}
 	for _, tt := range tests {
@@ -649,5 +658,22 @@ func TestWebhookTooLargeNamesTheLimit(t *testing.T) {
 	}
 	if want := "The delivery is larger than the 1.0 KiB this endpoint accepts."; eb.Error.Message != want {
 		t.Fatalf("message %q, want %q", eb.Error.Message, want)
+	}
+}
+
+// A body nested too deeply is told as such, not as "not JSON".
+func TestWebhookTooDeepSaysSo(t *testing.T) {
+	m := ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}
+	provisionWebhook(t, &m)
+	body := []byte(`{"events":[{"event":"project.translated","x":` + strings.Repeat("[", 100000) + `}]}`)
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	req.Header.Set("X-Service-Signature", hmacHex(appSecret, body))
+	rec := httptest.NewRecorder()
+	if err := m.ServeHTTP(rec, req, &recordingApp{}); err != nil {
+		t.Fatal(err)
+	}
+	var eb errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || rec.Code != http.StatusBadRequest || !strings.Contains(eb.Error.Message, "too deeply nested") {
+		t.Fatalf("%d %s, want 400 saying too deeply nested", rec.Code, rec.Body)
 	}
 }
