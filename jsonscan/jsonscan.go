@@ -29,6 +29,7 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"errors"
 	"unicode"
 	"unicode/utf16"
@@ -290,6 +291,23 @@ func stopTables() (lo, hi [256]bool) {
 	return lo, hi
 }
 
+// plainRun returns the index of the first 8-byte word from d[i] on that
+// may hold a quote, a backslash or a control character: strings are most
+// of a document, and a word at a time is several times faster over them
+// than a byte at a time. The byte loop after it finds the exact byte.
+func plainRun(d []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(d); i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		q, b := x^(ones*'"'), x^(ones*'\\')
+		// a byte below 0x20, a zero byte of q (a quote) or of b (a backslash)
+		if ((x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
+			return i
+		}
+	}
+	return i
+}
+
 // escapeLen returns the length of the escape sequence at d[i] (a
 // backslash), 0 when it is not a valid one.
 func escapeLen(d []byte, i int) int {
@@ -331,6 +349,7 @@ func (s *Scanner) skipString() error {
 	d := s.data
 	i := s.pos + 1
 	for {
+		i = plainRun(d, i)
 		for i < len(d) && !stop[d[i]] {
 			i++
 		}
