@@ -282,3 +282,21 @@ func BenchmarkEncodingJSONValid(b *testing.B) {
 		json.Valid(doc.Bytes())
 	}
 }
+
+// TestLongStringsEveryPosition puts each byte that ends plain content at
+// every position of strings longer than a word, where the scanner reads
+// eight bytes at a time.
+func TestLongStringsEveryPosition(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		for pos := 0; pos < n; pos++ {
+			for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xff, 'a'} {
+				b := bytes.Repeat([]byte{'x'}, n)
+				b[pos] = c
+				doc := append(append([]byte{'"'}, b...), '"')
+				if got, want := Valid(doc, 0) == nil, json.Valid(doc); got != want {
+					t.Fatalf("Valid(%q) = %v, encoding/json %v", doc, got, want)
+				}
+			}
+		}
+	}
+}
