@@ -202,7 +202,7 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	}
 	d, refusal := m.check.CheckHeaders(r.Header)
 	if refusal != nil {
-		return m.refuse(w, r, outcomeOf[refusal.Reason], refusal.Status, refusal.Message)
+		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
 	body, n, err := m.readBody(w, r)
 	if err != nil {
@@ -210,7 +210,7 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	}
 	if refusal := m.check.CheckBody(&d, r.Header, body.bytes()); refusal != nil {
 		body.release()
-		return m.refuse(w, r, outcomeOf[refusal.Reason], refusal.Status, refusal.Message)
+		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
 	m.outcomes.inc(outcomeAccepted)
 	if n == 0 {
@@ -276,12 +276,17 @@ func (m *ServiceWebhook) refuseUnread(w http.ResponseWriter, r *http.Request, er
 	return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "The delivery could not be read in full. Send it again.")
 }
 
-// outcomeOf is the metrics outcome of each reason of package webhook.
-var outcomeOf = [...]webhookOutcome{
-	webhook.ReasonMissingSignature: outcomeMissingSignature,
-	webhook.ReasonBadSignature:     outcomeBadSignature,
-	webhook.ReasonForbidden:        outcomeForbidden,
-	webhook.ReasonBadBody:          outcomeBadBody,
+// outcomeOf is the metrics outcome of a reason of package webhook.
+func outcomeOf(r webhook.Reason) webhookOutcome {
+	switch r {
+	case webhook.ReasonMissingSignature:
+		return outcomeMissingSignature
+	case webhook.ReasonForbidden:
+		return outcomeForbidden
+	case webhook.ReasonBadBody:
+		return outcomeBadBody
+	}
+	return outcomeBadSignature
 }
 
 func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) error {

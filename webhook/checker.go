@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/servicegate/servicegate/signature"
 )
@@ -70,7 +71,7 @@ var (
 	refuseModuleKey      = &Refusal{http.StatusForbidden, ReasonForbidden, "This endpoint does not accept deliveries for that webhook module (X-Module-Key)."}
 	refuseEvent          = &Refusal{http.StatusForbidden, ReasonForbidden, "The delivery holds an event this endpoint does not accept."}
 	refuseShape          = &Refusal{http.StatusBadRequest, ReasonBadBody, `The delivery is not JSON with an "events" list of objects that each name their "event".`}
-	refuseTooDeep        = &Refusal{http.StatusBadRequest, ReasonBadBody, "The delivery is too deeply nested: this endpoint follows arrays and objects 512 levels deep."}
+	refuseTooDeep        = &Refusal{http.StatusBadRequest, ReasonBadBody, "The delivery is too deeply nested: this endpoint follows arrays and objects " + strconv.Itoa(MaxDepth) + " levels deep."}
 	refuseKeyCase        = &Refusal{http.StatusBadRequest, ReasonBadBody, `The delivery has a key that differs from "events" or "event" only by case; the app's JSON library might read it instead, so it is refused.`}
 	refuseDuplicateKey   = &Refusal{http.StatusBadRequest, ReasonBadBody, `The delivery repeats an "events" or "event" key; the app's JSON library might read the other one, so it is refused.`}
 )
