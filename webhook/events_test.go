@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -107,11 +106,17 @@ func FuzzEvents(f *testing.F) {
 				t.Fatalf("accepted %q, where a Go app reads the event %v", body, e.Event)
 			}
 		}
-		var m struct {
-			Events []map[string]any `json:"events"`
+		// As a generic decoder reads it, with keys matched exactly.
+		var m map[string]any
+		if json.Unmarshal(body, &m) != nil {
+			t.Fatalf("accepted %q, which is not a JSON object", body)
 		}
-		if json.Unmarshal(body, &m) != nil || !bytes.Equal(bytes.TrimSpace(body)[:1], []byte("{")) {
-			t.Fatalf("accepted %q", body)
+		events, _ := m["events"].([]any)
+		for _, e := range events {
+			obj, _ := e.(map[string]any)
+			if name, _ := obj["event"].(string); name != "project.translated" && name != "project.approved" {
+				t.Fatalf("accepted %q, where a generic decoder reads the event %q", body, name)
+			}
 		}
 	})
 }
