@@ -24,6 +24,7 @@ func init() {
 //		module_key <key...>           # repeatable: allowed X-Module-Key values
 //		events <name...>              # repeatable: allowed event names
 //		max_size <size>               # default 5MiB
+//		read_timeout <duration>       # how long the body may take to arrive; default 10s
 //	}
 func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
@@ -83,6 +84,19 @@ func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_size must be between 1 byte and 1 TiB")
 			}
 			m.MaxSize = size
+		case "read_timeout":
+			var s string
+			if !d.AllArgs(&s) {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(s)
+			if err != nil {
+				return d.Errf("parsing read_timeout: %v", err)
+			}
+			if dur <= 0 {
+				return d.Err("read_timeout must be positive")
+			}
+			m.ReadTimeout = caddy.Duration(dur)
 		default:
 			return d.Errf("unrecognized service_webhook sub-directive %q", d.Val())
 		}
