@@ -64,7 +64,8 @@ bytes of --body), signed in X-Service-Signature with HMAC-SHA256 of the body
 under the app secret (lowercase hex), and the headers User-Agent,
 X-Service-Id, X-Service-Domain and X-Module-Key.
 
---tamper changes one byte of the body after signing, to see the app refuse it.
+--tamper changes one byte of the body after signing, to see the delivery
+refused (by service_webhook in front of the app, or by the app itself).
 
 Prints the answer's status line and body. The exit code is non-zero when the
 answer is not 2xx.
@@ -232,9 +233,24 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 		return caddy.ExitCodeFailedStartup, err
 	}
 	if status < 200 || status > 299 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("the app answered %d", status)
+		return caddy.ExitCodeFailedStartup, refusedError(status, answer)
 	}
 	return caddy.ExitCodeSuccess, nil
+}
+
+// refusedError words a non-2xx answer by what the tool knows: the status
+// and the answer's error.message, not who answered (service_webhook in
+// front of the app, or the app).
+func refusedError(status int, answer []byte) error {
+	var eb errorBody
+	if json.Unmarshal(answer, &eb) != nil || eb.Error.Message == "" {
+		return fmt.Errorf("the delivery was refused with %d", status)
+	}
+	msg := eb.Error.Message
+	if r := []rune(msg); len(r) > 300 {
+		msg = string(r[:300]) + "…"
+	}
+	return fmt.Errorf("the delivery was refused with %d: %s", status, msg)
 }
 
 // tamper returns a copy of body with one byte changed: the last lowercase

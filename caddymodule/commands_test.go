@@ -217,6 +217,16 @@ func TestServiceWebhookFlagsAndAnswers(t *testing.T) {
 			if (code == 0) != tt.exitZero || (err == nil) != tt.exitZero {
 				t.Fatalf("exit %d, err %v", code, err)
 			}
+			// The tool cannot tell who refused: it says what it knows.
+			if err != nil && strings.Contains(err.Error(), "app answered") {
+				t.Fatalf("error %q claims the app answered", err)
+			}
+			if tt.name == "tampered" && (err == nil || err.Error() != "the delivery was refused with 401: bad signature") {
+				t.Fatalf("error %v, want the status and the answer's message", err)
+			}
+			if tt.name == "app error" && (err == nil || err.Error() != "the delivery was refused with 500") {
+				t.Fatalf("error %v, want the status alone for an answer without a message", err)
+			}
 			if !strings.HasPrefix(out.String(), tt.stdout) {
 				t.Fatalf("stdout %q, want it to start with %q", out.String(), tt.stdout)
 			}

@@ -1,7 +1,8 @@
 // Package caddymodule is the Caddy glue of servicegate: the module types,
 // their provisioning, their Caddyfile directives and their metrics. The work
-// itself is done by the packages token, subscription, signature,
-// limits, oauth and emulator, which know nothing of Caddy.
+// itself is done by the packages token, subscription, signature, webhook,
+// jsonscan, limits, contract, oauth and emulator, which know nothing of
+// Caddy.
 //
 // Importing this package registers the modules
 //

@@ -98,6 +98,12 @@ func TestE2ESuiteRunsBesideItself(t *testing.T) {
 		}
 	}
 	env = append(env, "SERVICEGATE_E2E_CHILD=1")
+	// caddytest sets os.Args[0] to "caddy" once a test Caddy has run, so
+	// the binary is found by the kernel's word instead.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	const run = "^TestE2EAuthValidTokenPassesTrustedHeaders$"
 	type result struct {
 		out []byte
@@ -106,7 +112,7 @@ func TestE2ESuiteRunsBesideItself(t *testing.T) {
 	results := make(chan result, 2)
 	for range 2 {
 		go func() {
-			cmd := exec.Command(os.Args[0], "-test.run", run, "-test.count=1", "-test.v")
+			cmd := exec.Command(self, "-test.run", run, "-test.count=1", "-test.v")
 			cmd.Env = env
 			out, err := cmd.CombinedOutput()
 			results <- result{out, err}

@@ -3,17 +3,14 @@ package caddymodule
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -21,8 +18,10 @@ import (
 	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/signature"
+	"github.com/servicegate/servicegate/webhook"
 )
 
 // defaultWebhookMaxSize is the 5 MB limit of the service's app endpoints,
@@ -32,25 +31,23 @@ const defaultWebhookMaxSize = 5 << 20
 // defaultSecretsPoll is how often the secrets file is checked for changes.
 const defaultSecretsPoll = 2 * time.Second
 
-// The headers of a delivery, in canonical form so that they are looked up
-// in the header map directly.
-const (
-	headerSignature = "X-Service-Signature"
-	headerDomain    = "X-Service-Domain"
-	headerOrgID     = "X-Service-Id"
-	headerModuleKey = "X-Module-Key"
-)
+// defaultWebhookReadTimeout is how long a delivery's body may take to
+// arrive.
+const defaultWebhookReadTimeout = 10 * time.Second
 
 // ServiceWebhook verifies the service's webhook deliveries before the app
 // sees them: the X-Service-Signature header must be the HMAC-SHA256 of the
 // raw body under one of the app secrets. It reads the whole body (up to
-// max_size), checks the signature, then the module key and the events,
-// and passes the very same bytes and headers on. A refused delivery never
-// reaches the app.
+// max_size, within read_timeout), checks the signature, then the
+// organization headers, the module key and the events, and passes the very
+// same bytes and headers on (less an organization header the signature
+// does not vouch for). A refused delivery never reaches the app. The checks
+// are those of package webhook.
 //
-// Order of checks: size (413), signature (401), module key (403), body
-// shape (400) and events (403). The signature comes before the
-// allow-lists, so a caller without a secret learns nothing about them.
+// Order of checks: size (413), body arrival (408), signature (401),
+// organization headers and module key (403), body shape (400) and events
+// (403). The signature comes before the allow-lists, so a caller without a
+// secret learns nothing about them.
 type ServiceWebhook struct {
 	// Secrets are the app secrets the service signs deliveries with; a
 	// delivery signed with any one of them passes, so a secret is rotated
@@ -64,8 +61,12 @@ type ServiceWebhook struct {
 	// The organization is named by X-Service-Domain when the delivery has
 	// it, else by X-Service-Id. An organization listed here is checked
 	// against its own secrets only; one that is not falls back to Secrets.
-	// The file is re-read when its modification time or size changes; a
-	// file that fails to parse is logged and the last good one is kept.
+	// When the file lists both headers of a delivery under different
+	// secrets, the delivery is refused (403); an organization header that
+	// the verifying secrets do not belong to is removed before the app
+	// sees it. The file is re-read when its modification time or size
+	// changes; a file that fails to parse is logged and the last good one
+	// is kept.
 	SecretsFile string `json:"secrets_file,omitempty"`
 
 	// SecretsPoll is how often SecretsFile is checked for changes.
@@ -79,7 +80,9 @@ type ServiceWebhook struct {
 
 	// Events, when set, is the allow-list of event names: the body must
 	// be JSON of the form {"events":[{"event":"…",…},…]} (else 400) and
-	// every event must be listed here (else 403).
+	// every event must be listed here (else 403). Keys that differ from
+	// "events" and "event" only by case are refused (400): JSON libraries
+	// that match keys without regard to case would read them.
 	Events []string `json:"events,omitempty"`
 
 	// MaxSize is the largest body accepted, in bytes; a larger one is
@@ -87,19 +90,24 @@ type ServiceWebhook struct {
 	// one. Default: 5 MiB (5242880).
 	MaxSize int64 `json:"max_size,omitempty"`
 
+	// ReadTimeout is how long the whole body of a delivery may take to
+	// arrive, counted from when the handler starts reading it; a body
+	// that has not arrived in time is refused with 408, so a client that
+	// trickles bytes cannot hold the handler. Default: 10s.
+	ReadTimeout caddy.Duration `json:"read_timeout,omitempty"`
+
 	// Queue, when set, stores each verified delivery and answers the
 	// service itself, then delivers it to the app with retries; no
 	// reverse_proxy is needed after the handler. See WebhookQueue.
 	Queue *WebhookQueue `json:"queue,omitempty"`
 
-	appWide  *signature.Verifier // nil without Secrets
-	orgs     *secretsFile        // nil without SecretsFile
-	events   map[string]struct{}
+	check    webhook.Checker
 	outcomes webhookOutcomes
 	logger   *zap.Logger
 	stop     context.CancelFunc
 	watching chan struct{} // closed when the watching goroutine ends
 	tooLarge string        // the 413 message, made once
+	tooSlow  string        // the 408 message, made once
 	queue    *queue.Queue  // nil without Queue
 	queueKey string
 	queueTo  string
@@ -121,7 +129,11 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if m.MaxSize == 0 {
 		m.MaxSize = defaultWebhookMaxSize
 	}
+	if m.ReadTimeout == 0 {
+		m.ReadTimeout = caddy.Duration(defaultWebhookReadTimeout)
+	}
 	m.tooLarge = "The delivery is larger than the " + humanize.IBytes(uint64(max(m.MaxSize, 0))) + " this endpoint accepts."
+	m.tooSlow = "The delivery did not arrive in full within " + limits.Duration(time.Duration(m.ReadTimeout)) + ". Send it again."
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
@@ -134,29 +146,28 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("service_webhook: %w", err)
 		}
-		m.appWide = v
+		m.check.AppWide = v
 	}
+	m.check.ModuleKeys = m.ModuleKeys
 	if len(m.Events) > 0 {
-		m.events = make(map[string]struct{}, len(m.Events))
-		for _, e := range m.Events {
-			m.events[e] = struct{}{}
-		}
+		m.check.Events = webhook.NewEvents(m.Events...)
 	}
 	if m.SecretsFile != "" {
 		every := time.Duration(m.SecretsPoll)
 		if every <= 0 {
 			every = defaultSecretsPoll
 		}
-		m.orgs = &secretsFile{path: repl.ReplaceKnown(m.SecretsFile, ""), logger: m.logger}
-		if err := m.orgs.load(); err != nil {
+		f, err := webhook.OpenSecretsFile(repl.ReplaceKnown(m.SecretsFile, ""), m.logger)
+		if err != nil {
 			return fmt.Errorf("service_webhook: %w", err)
 		}
+		m.check.File = f
 		watchCtx, cancel := context.WithCancel(ctx)
 		m.stop = cancel
 		m.watching = make(chan struct{})
 		go func() {
 			defer close(m.watching)
-			m.orgs.watch(watchCtx, every)
+			f.Watch(watchCtx, every)
 		}()
 	}
 	if m.Queue != nil {
@@ -172,6 +183,9 @@ func (m *ServiceWebhook) Validate() error {
 	}
 	if m.MaxSize < 0 {
 		return errors.New("service_webhook: max_size must be positive")
+	}
+	if m.ReadTimeout < 0 {
+		return errors.New("service_webhook: read_timeout must be positive")
 	}
 	if slices.Contains(m.ModuleKeys, "") {
 		return errors.New("service_webhook: a module key is empty")
@@ -191,77 +205,28 @@ func (m *ServiceWebhook) Cleanup() error {
 	return m.cleanupQueue()
 }
 
-// ServeHTTP checks a delivery and passes it on, or refuses it.
+// ServeHTTP checks a delivery with package webhook and passes it on, or
+// refuses it. The headers are checked before the body is read: a
+// delivery that cannot pass is refused without reading it.
 func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if r.ContentLength > m.MaxSize {
 		return m.refuseTooLarge(w, r)
 	}
-
-	// The header is checked before the body is read: a delivery without
-	// a usable signature is refused without reading it.
-	var mac []byte
-	switch sigs := r.Header[headerSignature]; len(sigs) {
-	case 0:
-		return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "The delivery is not signed: its X-Service-Signature header is missing.")
-	case 1:
-		var err error
-		if mac, err = signature.Parse(sigs[0]); err != nil {
-			if errors.Is(err, signature.ErrMissing) {
-				return m.refuse(w, r, outcomeMissingSignature, http.StatusUnauthorized, "The delivery is not signed: its X-Service-Signature header is empty.")
-			}
-			return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The X-Service-Signature of the delivery is not an HMAC-SHA256 in hex or base64.")
-		}
-	default:
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The delivery carries more than one X-Service-Signature header.")
+	d, refusal := m.check.CheckHeaders(r.Header)
+	if refusal != nil {
+		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
-	verifier, ok := m.verifierFor(r.Header)
-	if !ok {
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, "The delivery names more than one organization (X-Service-Domain or X-Service-Id repeated).")
-	}
-	if verifier == nil {
-		// No secret applies to this organization: nothing the body holds
-		// could pass, so it is not read.
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, messageSignatureMismatch)
-	}
-
-	body := newDeliveryBody(r.ContentLength)
-	n, err := body.readFrom(r.Body, m.MaxSize)
+	body, n, err := m.readBody(w, r)
 	if err != nil {
+		return m.refuseUnread(w, r, err)
+	}
+	if refusal := m.check.CheckBody(&d, r.Header, body.bytes()); refusal != nil {
 		body.release()
-		if errors.Is(err, errDeliveryTooLarge) {
-			return m.refuseTooLarge(w, r)
-		}
-		m.logger.Debug("webhook delivery could not be read", zap.Error(err))
-		return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "The delivery could not be read in full. Send it again.")
+		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
-	raw := body.bytes()
-
-	if verifier.VerifyMAC(raw, mac) != nil {
-		body.release()
-		return m.refuse(w, r, outcomeBadSignature, http.StatusUnauthorized, messageSignatureMismatch)
-	}
-	if len(m.ModuleKeys) > 0 {
-		keys := r.Header[headerModuleKey]
-		if len(keys) != 1 || !slices.Contains(m.ModuleKeys, keys[0]) {
-			body.release()
-			return m.refuse(w, r, outcomeForbidden, http.StatusForbidden, "This endpoint does not accept deliveries for that webhook module (X-Module-Key).")
-		}
-	}
-	if m.events != nil {
-		status, msg := m.checkEvents(raw)
-		if status != 0 {
-			body.release()
-			outcome := outcomeForbidden
-			if status == http.StatusBadRequest {
-				outcome = outcomeBadBody
-			}
-			return m.refuse(w, r, outcome, status, msg)
-		}
-	}
-
 	m.outcomes.inc(outcomeAccepted)
 	if m.queue != nil {
-		err := m.enqueue(w, r, raw)
+		err := m.enqueue(w, r, body.bytes())
 		body.release()
 		return err
 	}
@@ -277,44 +242,68 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	return next.ServeHTTP(w, r)
 }
 
-// verifierFor returns the verifier for the organization a delivery names:
-// by X-Service-Domain when present, else by X-Service-Id; the app-wide
-// secrets when the organization is not in the secrets file. It reports
-// false when either header is repeated, since then it is not clear which
-// organization signed. The verifier is nil when no secret applies.
-func (m *ServiceWebhook) verifierFor(h http.Header) (*signature.Verifier, bool) {
-	domains, ids := h[headerDomain], h[headerOrgID]
-	if len(domains) > 1 || len(ids) > 1 {
-		return nil, false
+// readBody reads the whole delivery, up to max_size, with the read
+// deadline of the connection at read_timeout where the connection allows
+// one. On an error the body is released.
+func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request) (*deliveryBody, int64, error) {
+	deadlineSet := setReadDeadline(w, time.Now().Add(time.Duration(m.ReadTimeout)))
+	body := newDeliveryBody(r.ContentLength)
+	n, err := body.readFrom(r.Body, m.MaxSize)
+	if err != nil {
+		// The deadline stays: after a refusal, net/http reads on through
+		// what is left of the body before answering, and the deadline
+		// keeps a client that stalls from holding it.
+		body.release()
+		return nil, 0, err
 	}
-	if m.orgs != nil {
-		org := ""
-		if len(domains) == 1 && domains[0] != "" {
-			org = domains[0]
-		} else if len(ids) == 1 {
-			org = ids[0]
-		}
-		if v := m.orgs.lookup(org); v != nil {
-			return v, true
-		}
+	if deadlineSet {
+		// The body is in: the connection stays open for the answer and,
+		// between requests, for keep-alive.
+		setReadDeadline(w, time.Time{})
 	}
-	return m.appWide, true
+	return body, n, nil
 }
 
-// checkEvents checks the shape of the body and its events against the
-// allow-list. It returns 0 when the delivery passes.
-func (m *ServiceWebhook) checkEvents(raw []byte) (int, string) {
-	allowed, err := scanEvents(raw, func(name []byte) bool {
-		_, ok := m.events[string(name)]
-		return ok
-	})
-	switch {
-	case err != nil:
-		return http.StatusBadRequest, `The delivery is not JSON with an "events" list of objects that each name their "event".`
-	case !allowed:
-		return http.StatusForbidden, "The delivery holds an event this endpoint does not accept."
+// setReadDeadline sets the read deadline of the connection under w, as
+// http.ResponseController does, without allocating; it reports whether
+// the connection took it.
+func setReadDeadline(w http.ResponseWriter, deadline time.Time) bool {
+	for {
+		switch u := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return u.SetReadDeadline(deadline) == nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = u.Unwrap()
+		default:
+			return false
+		}
 	}
-	return 0, ""
+}
+
+// refuseUnread answers a delivery whose body could not be read in full.
+func (m *ServiceWebhook) refuseUnread(w http.ResponseWriter, r *http.Request, err error) error {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, errDeliveryTooLarge):
+		return m.refuseTooLarge(w, r)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return m.refuse(w, r, outcomeSlowBody, http.StatusRequestTimeout, m.tooSlow)
+	}
+	m.logger.Debug("webhook delivery could not be read", zap.Error(err))
+	return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "The delivery could not be read in full. Send it again.")
+}
+
+// outcomeOf is the metrics outcome of a reason of package webhook.
+func outcomeOf(r webhook.Reason) webhookOutcome {
+	switch r {
+	case webhook.ReasonMissingSignature:
+		return outcomeMissingSignature
+	case webhook.ReasonForbidden:
+		return outcomeForbidden
+	case webhook.ReasonBadBody:
+		return outcomeBadBody
+	}
+	return outcomeBadSignature
 }
 
 func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) error {
@@ -330,9 +319,6 @@ func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome 
 	}
 	return refuse(w, r, status, message)
 }
-
-// messageSignatureMismatch answers a delivery that no secret verifies.
-const messageSignatureMismatch = "The signature of the delivery does not match its body."
 
 // errDeliveryTooLarge stops reading a body once it passes max_size.
 var errDeliveryTooLarge = errors.New("delivery larger than max_size")
@@ -477,120 +463,6 @@ func (b *deliveryBody) release() {
 	bufferPool.Put(buf)
 }
 
-// secretsFile is the per-organization secrets file and its last good
-// contents.
-type secretsFile struct {
-	path    string
-	logger  *zap.Logger
-	current atomic.Pointer[map[string]*signature.Verifier]
-
-	// Only the watching goroutine touches these after load.
-	modTime time.Time
-	size    int64
-	missing bool
-}
-
-// lookup returns the verifier of org, or nil when the file does not list it.
-func (f *secretsFile) lookup(org string) *signature.Verifier {
-	if org == "" {
-		return nil
-	}
-	return (*f.current.Load())[org]
-}
-
-// load reads and parses the file, keeping its contents only when they
-// parse.
-func (f *secretsFile) load() error {
-	info, err := os.Stat(f.path)
-	if err != nil {
-		return fmt.Errorf("secrets_file: %w", err)
-	}
-	f.modTime, f.size = info.ModTime(), info.Size()
-	data, err := os.ReadFile(f.path)
-	if err != nil {
-		return fmt.Errorf("secrets_file: %w", err)
-	}
-	orgs, err := parseSecretsFile(data)
-	if err != nil {
-		return fmt.Errorf("secrets_file %s: %w", f.path, err)
-	}
-	f.current.Store(&orgs)
-	return nil
-}
-
-// watch reloads the file whenever its modification time or size changes,
-// until ctx ends.
-func (f *secretsFile) watch(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f.reloadIfChanged()
-		}
-	}
-}
-
-func (f *secretsFile) reloadIfChanged() {
-	info, err := os.Stat(f.path)
-	if err != nil {
-		if !f.missing {
-			f.logger.Error("webhook secrets file unreadable; keeping the last good secrets", zap.Error(err))
-			f.missing = true
-		}
-		return
-	}
-	f.missing = false
-	if info.ModTime().Equal(f.modTime) && info.Size() == f.size {
-		return
-	}
-	// load records the new time and size even when the contents do not
-	// parse, so a broken file is logged once, not on every tick.
-	if err := f.load(); err != nil {
-		f.logger.Error("webhook secrets file not reloaded; keeping the last good secrets", zap.Error(err))
-		return
-	}
-	f.logger.Info("webhook secrets file reloaded", zap.String("path", f.path), zap.Int("organizations", len(*f.current.Load())))
-}
-
-// parseSecretsFile parses {"<organization>": "secret" | ["s1", "s2"], …}.
-// Its errors name organizations and positions, never a secret: the JSON
-// decoder's own messages can quote the input, so they are not passed on.
-func parseSecretsFile(data []byte) (map[string]*signature.Verifier, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return nil, fmt.Errorf("not valid JSON (at byte %d)", syn.Offset)
-		}
-		return nil, errors.New(`want a JSON object {"<organization>": "secret" or ["secret", …]}`)
-	}
-	if raw == nil {
-		return nil, errors.New(`want a JSON object {"<organization>": "secret" or ["secret", …]}`)
-	}
-	orgs := make(map[string]*signature.Verifier, len(raw))
-	for org, value := range raw {
-		if org == "" {
-			return nil, errors.New("an organization name is empty")
-		}
-		var secrets []string
-		var one string
-		if err := json.Unmarshal(value, &one); err == nil {
-			secrets = []string{one}
-		} else if err := json.Unmarshal(value, &secrets); err != nil || len(secrets) == 0 {
-			return nil, fmt.Errorf("organization %q: want a secret or a non-empty list of secrets", org)
-		}
-		v, err := signature.NewVerifier(secrets...)
-		if err != nil {
-			return nil, fmt.Errorf("organization %q: %w", org, err)
-		}
-		orgs[org] = v
-	}
-	return orgs, nil
-}
-
 var (
 	_ caddy.Provisioner           = (*ServiceWebhook)(nil)
 	_ caddy.Validator             = (*ServiceWebhook)(nil)
@@ -598,330 +470,3 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*ServiceWebhook)(nil)
 	_ caddyfile.Unmarshaler       = (*ServiceWebhook)(nil)
 )
-
-// The events check reads the delivery with a small scanner instead of
-// encoding/json: it validates the whole body as JSON in one pass and
-// yields the event names without allocating, which keeps the allow-list
-// cheap on every delivery. Keys match exactly ("events", "event"), as the
-// app behind will read them; a repeated "events" or "event" key is refused
-// because the app's JSON library might read the other one.
-
-// Reasons a body fails the events check.
-var (
-	errNotJSON      = errors.New("not JSON")
-	errShape        = errors.New(`not {"events":[{"event":"…"},…]}`)
-	errDuplicateKey = errors.New(`a repeated "events" or "event" key`)
-	errTooDeep      = errors.New("nested too deeply")
-)
-
-// maxDeliveryDepth bounds the nesting the scanner follows, and with it
-// the stack a hostile body can make it use.
-const maxDeliveryDepth = 512
-
-// scanEvents checks that body is JSON of the form
-// {"events":[{"event":"<name>",…},…],…} with at least one event (else an
-// error), and calls allow with each name until it returns false, which
-// makes the result false. A name or key holding escapes is decoded, the
-// only case that allocates; the body is checked to its end either way.
-func scanEvents(body []byte, allow func(name []byte) bool) (allowed bool, err error) {
-	s := jsonScanner{b: body}
-	s.space()
-	if !s.consume('{') {
-		if s.value(0) != nil {
-			return false, errNotJSON
-		}
-		return false, errShape
-	}
-	seen, count, stopped := false, 0, false
-	err = s.members(0, func(key []byte) error {
-		if string(key) != "events" {
-			return s.value(1)
-		}
-		if seen {
-			return errDuplicateKey
-		}
-		seen = true
-		if !s.consume('[') {
-			if err := s.value(1); err != nil {
-				return err
-			}
-			return errShape
-		}
-		return s.elements(1, func() error {
-			if !s.consume('{') {
-				if err := s.value(2); err != nil {
-					return err
-				}
-				return errShape
-			}
-			var name []byte
-			hasName := false
-			err := s.members(2, func(key []byte) error {
-				if string(key) != "event" {
-					return s.value(3)
-				}
-				if hasName {
-					return errDuplicateKey
-				}
-				hasName = true
-				if s.peek() != '"' {
-					if err := s.value(3); err != nil {
-						return err
-					}
-					return errShape
-				}
-				var err error
-				name, err = s.string()
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if !hasName {
-				return errShape
-			}
-			count++
-			if !stopped && !allow(name) {
-				stopped = true
-			}
-			return nil
-		})
-	})
-	if err == nil {
-		s.space()
-		if s.i != len(s.b) {
-			err = errNotJSON
-		}
-	}
-	switch {
-	case err != nil:
-		return false, err
-	case !seen || count == 0:
-		return false, errShape
-	case stopped:
-		return false, nil
-	}
-	return true, nil
-}
-
-// jsonScanner walks JSON text (RFC 8259), checking it as it goes.
-type jsonScanner struct {
-	b []byte
-	i int
-}
-
-func (s *jsonScanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *jsonScanner) peek() byte {
-	s.space()
-	if s.i < len(s.b) {
-		return s.b[s.i]
-	}
-	return 0
-}
-
-// consume skips space and c, reporting whether c was there.
-func (s *jsonScanner) consume(c byte) bool {
-	if s.peek() == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// members reads the members of an object whose '{' was consumed, calling
-// member with each key positioned before the value, which member must
-// read.
-func (s *jsonScanner) members(depth int, member func(key []byte) error) error {
-	if depth > maxDeliveryDepth {
-		return errTooDeep
-	}
-	if s.consume('}') {
-		return nil
-	}
-	for {
-		if s.peek() != '"' {
-			return errNotJSON
-		}
-		key, err := s.string()
-		if err != nil {
-			return err
-		}
-		if !s.consume(':') {
-			return errNotJSON
-		}
-		if err := member(key); err != nil {
-			return err
-		}
-		if s.consume(',') {
-			continue
-		}
-		if s.consume('}') {
-			return nil
-		}
-		return errNotJSON
-	}
-}
-
-// elements reads the elements of an array whose '[' was consumed, calling
-// element positioned before each one, which element must read.
-func (s *jsonScanner) elements(depth int, element func() error) error {
-	if depth > maxDeliveryDepth {
-		return errTooDeep
-	}
-	if s.consume(']') {
-		return nil
-	}
-	for {
-		if err := element(); err != nil {
-			return err
-		}
-		if s.consume(',') {
-			continue
-		}
-		if s.consume(']') {
-			return nil
-		}
-		return errNotJSON
-	}
-}
-
-// value reads any JSON value.
-func (s *jsonScanner) value(depth int) error {
-	switch c := s.peek(); {
-	case c == '{':
-		s.i++
-		return s.members(depth+1, func([]byte) error { return s.value(depth + 1) })
-	case c == '[':
-		s.i++
-		return s.elements(depth+1, func() error { return s.value(depth + 1) })
-	case c == '"':
-		_, err := s.string()
-		return err
-	case c == 't':
-		return s.literal("true")
-	case c == 'f':
-		return s.literal("false")
-	case c == 'n':
-		return s.literal("null")
-	case c == '-' || c >= '0' && c <= '9':
-		return s.number()
-	}
-	return errNotJSON
-}
-
-func (s *jsonScanner) literal(word string) error {
-	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
-		return errNotJSON
-	}
-	s.i += len(word)
-	return nil
-}
-
-func (s *jsonScanner) digits() int {
-	start := s.i
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
-	}
-	return s.i - start
-}
-
-func (s *jsonScanner) number() error {
-	if s.b[s.i] == '-' {
-		s.i++
-	}
-	if s.i < len(s.b) && s.b[s.i] == '0' {
-		s.i++
-	} else if s.digits() == 0 {
-		return errNotJSON
-	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
-		s.i++
-		if s.digits() == 0 {
-			return errNotJSON
-		}
-	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
-			s.i++
-		}
-		if s.digits() == 0 {
-			return errNotJSON
-		}
-	}
-	return nil
-}
-
-// string reads a string at s.i (an opening quote) and returns its
-// contents: a slice of the body when it is plain UTF-8 without escapes,
-// else decoded.
-func (s *jsonScanner) string() ([]byte, error) {
-	start := s.i
-	s.i++
-	escaped := false
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.i++
-			if raw := s.b[start+1 : s.i-1]; !escaped && utf8.Valid(raw) {
-				return raw, nil
-			}
-			// Escapes, or invalid UTF-8, which encoding/json and most
-			// apps read as U+FFFD: decode as they do.
-			var out string
-			if err := json.Unmarshal(s.b[start:s.i], &out); err != nil {
-				return nil, errNotJSON
-			}
-			return []byte(out), nil
-		case c == '\\':
-			escaped = true
-			s.i++
-			if s.i >= len(s.b) {
-				return nil, errNotJSON
-			}
-			switch s.b[s.i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i++
-			case 'u':
-				if len(s.b)-s.i < 5 {
-					return nil, errNotJSON
-				}
-				for _, h := range s.b[s.i+1 : s.i+5] {
-					if hexValue(h) < 0 {
-						return nil, errNotJSON
-					}
-				}
-				s.i += 5
-			default:
-				return nil, errNotJSON
-			}
-		case c < 0x20:
-			return nil, errNotJSON
-		default:
-			s.i++
-		}
-	}
-	return nil, errNotJSON
-}
-
-func hexValue(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
-}

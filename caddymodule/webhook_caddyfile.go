@@ -26,6 +26,7 @@ func init() {
 //		module_key <key...>           # repeatable: allowed X-Module-Key values
 //		events <name...>              # repeatable: allowed event names
 //		max_size <size>               # default 5MiB
+//		read_timeout <duration>       # how long the body may take to arrive; default 10s
 //		queue {                       # store, answer the service, deliver to the app with retries
 //			to <url>                  # the app, e.g. http://127.0.0.1:3000 (required)
 //			dir <path>                # default: servicegate/webhook-queue in Caddy's data directory
@@ -103,6 +104,19 @@ func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			m.Queue = q
+		case "read_timeout":
+			var s string
+			if !d.AllArgs(&s) {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(s)
+			if err != nil {
+				return d.Errf("parsing read_timeout: %v", err)
+			}
+			if dur <= 0 {
+				return d.Err("read_timeout must be positive")
+			}
+			m.ReadTimeout = caddy.Duration(dur)
 		default:
 			return d.Errf("unrecognized service_webhook sub-directive %q", d.Val())
 		}

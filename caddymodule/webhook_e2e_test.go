@@ -1,11 +1,14 @@
 package caddymodule
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -304,5 +307,127 @@ localhost:{port} {
 		if status != http.StatusRequestEntityTooLarge || app.count() != before {
 			t.Fatalf("chunked=%v: 5 MiB and one byte: status %d, app deliveries %d", chunked, status, app.count()-before)
 		}
+	}
+}
+
+// bump moves a file's modification time forward, so a change is seen even
+// on file systems with coarse timestamps.
+func bump(t testing.TB, path string, seconds int) {
+	t.Helper()
+	when := time.Now().Add(time.Duration(seconds) * time.Hour)
+	if err := os.Chtimes(path, when, when); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestE2EWebhookOrganizationHeaders is issue 13 #4: a delivery signed with
+// organization A's secret never reaches the app with the X-Service-Id of
+// organization B.
+func TestE2EWebhookOrganizationHeaders(t *testing.T) {
+	app := newE2EApp(t)
+	secretsFile := filepath.Join(t.TempDir(), "secrets.json")
+	writeFile(t, secretsFile, `{"a.example":"secret-a","1":"secret-a","b.example":"secret-b","2":"secret-b"}`)
+	startCaddy(t, fmt.Sprintf(`
+localhost:{port} {
+	service_webhook /webhooks {
+		secrets_file %s
+	}
+	reverse_proxy %s
+}
+`, secretsFile, app.addr()))
+	body := []byte(`{"events":[{"event":"project.translated"}]}`)
+	header := func(id string) map[string]string {
+		h := map[string]string{"X-Service-Signature": hmacHex("secret-a", body), "X-Service-Domain": "a.example"}
+		if id != "" {
+			h["X-Service-Id"] = id
+		}
+		return h
+	}
+
+	t.Run("B's id in the file: refused", func(t *testing.T) {
+		before := app.count()
+		status, answer := deliver(t, "/webhooks", body, false, header("2"))
+		if status != http.StatusForbidden || !strings.Contains(answer, "name different organizations") {
+			t.Fatalf("status %d (%s), want 403 naming the two organizations", status, answer)
+		}
+		if app.count() != before {
+			t.Fatal("the app saw the delivery")
+		}
+	})
+	t.Run("an id the file does not list: removed", func(t *testing.T) {
+		status, answer := deliver(t, "/webhooks", body, false, header("3"))
+		if status != http.StatusAccepted {
+			t.Fatalf("status %d (%s)", status, answer)
+		}
+		if got := app.last().header.Values("X-Service-Id"); len(got) != 0 {
+			t.Fatalf("the app got the unverified X-Service-Id %q", got)
+		}
+		if got := app.last().header.Get("X-Service-Domain"); got != "a.example" {
+			t.Fatalf("the app got X-Service-Domain %q", got)
+		}
+	})
+	t.Run("A's own id: kept", func(t *testing.T) {
+		status, answer := deliver(t, "/webhooks", body, false, header("1"))
+		if status != http.StatusAccepted || app.last().header.Get("X-Service-Id") != "1" {
+			t.Fatalf("status %d (%s), X-Service-Id %q", status, answer, app.last().header.Get("X-Service-Id"))
+		}
+	})
+}
+
+// TestE2EWebhookReadTimeout is a delivery that trickles its body: refused
+// with 408 once read_timeout passes, and the app never sees it.
+func TestE2EWebhookReadTimeout(t *testing.T) {
+	app := newE2EApp(t)
+	startCaddy(t, fmt.Sprintf(`
+localhost:{port} {
+	service_webhook /webhooks {
+		secret %s
+		read_timeout 1s
+	}
+	reverse_proxy %s
+}
+`, appSecret, app.addr()))
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", e2eHTTPPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	_, err = fmt.Fprintf(conn, "POST /webhooks HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\nX-Service-Signature: %s\r\n\r\n{",
+		len(delivery), hmacHex(appSecret, delivery))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One more byte now and then, as a slow client sends: the whole body
+	// never arrives within the second.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for _, c := range delivery[1:] {
+			select {
+			case <-stop:
+				return
+			case <-time.After(400 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte{c}); err != nil {
+				return
+			}
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(answer), `"message":"The delivery did not arrive in full within 1 second.`) {
+		t.Fatalf("status %d (%s), want 408 with a JSON message", resp.StatusCode, answer)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the refusal took %s", took)
+	}
+	if app.count() != 0 {
+		t.Fatal("the app saw the delivery")
 	}
 }

@@ -13,9 +13,10 @@ const (
 	outcomeTooLarge                               // 413: over max_size
 	outcomeMissingSignature                       // 401: no X-Service-Signature
 	outcomeBadSignature                           // 401: malformed, repeated, or matching no secret
-	outcomeForbidden                              // 403: module key or event not allowed
+	outcomeForbidden                              // 403: organization headers, module key or event not allowed
 	outcomeBadBody                                // 400: not {"events":[…]} while events are checked
 	outcomeUnreadable                             // 400: the body could not be read in full
+	outcomeSlowBody                               // 408: the body did not arrive within read_timeout
 	numOutcomes
 )
 
@@ -27,6 +28,7 @@ var outcomeNames = [numOutcomes]string{
 	outcomeForbidden:        "forbidden",
 	outcomeBadBody:          "bad_body",
 	outcomeUnreadable:       "unreadable",
+	outcomeSlowBody:         "slow_body",
 }
 
 func (o webhookOutcome) String() string { return outcomeNames[o] }

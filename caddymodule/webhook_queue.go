@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/queue"
+	"github.com/servicegate/servicegate/webhook"
 )
 
 // WebhookQueue makes service_webhook answer the service itself once a
@@ -195,13 +196,15 @@ func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []
 	return nil
 }
 
-// organizationOf names the organization of a delivery for its order:
-// X-Service-Domain, else X-Service-Id.
+// organizationOf names the organization of a verified delivery, for its
+// order: X-Service-Domain, else X-Service-Id (package webhook has removed
+// either header when the secrets that verified the delivery do not vouch
+// for it).
 func organizationOf(h http.Header) string {
-	if d := h.Get(headerDomain); d != "" {
+	if d := h.Get(webhook.HeaderDomain); d != "" {
 		return d
 	}
-	return h.Get(headerOrgID)
+	return h.Get(webhook.HeaderOrgID)
 }
 
 // forwardedHeader is what the app would get through reverse_proxy: the

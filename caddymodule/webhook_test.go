@@ -63,9 +63,6 @@ func provisionWebhook(t testing.TB, m *ServiceWebhook) *observer.ObservedLogs {
 	t.Cleanup(func() { _ = m.Cleanup() })
 	core, logs := observer.New(zapcore.DebugLevel)
 	m.logger = zap.New(core)
-	if m.orgs != nil {
-		m.orgs.logger = m.logger
-	}
 	return logs
 }
 
@@ -165,7 +162,11 @@ func TestWebhookServeHTTP(t *testing.T) {
 			map[string][]string{"X-Service-Signature": {hmacHex("guess", other)}}, 401, outcomeBadSignature},
 	}
 	for _, shape := range []string{``, `[]`, `{}`, `{"events":null}`, `{"events":[]}`, `{"events":{}}`, `{"events":[1]}`,
-		`{"events":[{}]}`, `{"events":[{"event":1}]}`, `{"events":[{"event":null}]}`, `{"events":[{"event":"project.translated"}]`, `not json`} {
+		`{"events":[{}]}`, `{"events":[{"event":1}]}`, `{"events":[{"event":null}]}`, `{"events":[{"event":"project.translated"}]`, `not json`,
+		// issue 13 #5: a Go app reads the events under "EVENTS" too.
+		`{"events":[{"event":"project.translated"}],"EVENTS":[{"event":"project.deleted"}]}`,
+		`{"events":[{"event":"project.translated","Event":"project.deleted"}]}`,
+		`{"events":[{"event":"project.translated","x":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}]}`} {
 		body := []byte(shape)
 		tests = append(tests, struct {
 			name       string
@@ -258,24 +259,32 @@ func assertNoLeak(t *testing.T, what, text string, secrets []string, header map[
 func TestWebhookPerOrganizationSecrets(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "secrets.json")
-	writeFile(t, file, `{"acme": "acme-secret", "1234": ["id-old", "id-new"]}`)
+	writeFile(t, file, `{"acme": "acme-secret", "1234": ["id-old", "id-new"], "77": "acme-secret"}`)
 	m := ServiceWebhook{Secrets: []string{appSecret}, SecretsFile: file}
 	provisionWebhook(t, &m)
 
+	const gone = "(removed)"
 	tests := []struct {
 		name, domain, id, secret string
 		status                   int
+		appDomain, appID         string // the headers the app sees; "" when not sent
 	}{
-		{"domain in the file", "acme", "", "acme-secret", 204},
-		{"domain in the file, app secret", "acme", "", appSecret, 401},
-		{"domain wins over id", "acme", "1234", "acme-secret", 204},
-		{"domain wins over id, id secret", "acme", "1234", "id-new", 401},
-		{"id in the file, old secret", "", "1234", "id-old", 204},
-		{"id in the file, new secret", "", "1234", "id-new", 204},
-		{"unknown domain falls back to the app secret", "other", "1234", appSecret, 204},
-		{"unknown domain does not use the id's secret", "other", "1234", "id-new", 401},
-		{"no organization: app secret", "", "", appSecret, 204},
-		{"no organization: an organization's secret", "", "", "acme-secret", 401},
+		{"domain in the file", "acme", "", "acme-secret", 204, "acme", ""},
+		{"domain in the file, app secret", "acme", "", appSecret, 401, "", ""},
+		// Both headers listed under different secrets name two
+		// organizations: refused once the signature passes (issue 13 #4;
+		// this passed before, with the id of the other organization).
+		{"domain and id of different organizations", "acme", "1234", "acme-secret", 403, "", ""},
+		{"domain wins over id, id secret", "acme", "1234", "id-new", 401, "", ""},
+		{"domain and id listed with the same secrets", "acme", "77", "acme-secret", 204, "acme", "77"},
+		{"id not in the file is removed", "acme", "999", "acme-secret", 204, "acme", gone},
+		{"id in the file, old secret", "", "1234", "id-old", 204, "", "1234"},
+		{"id in the file, new secret", "", "1234", "id-new", 204, "", "1234"},
+		{"unknown domain falls back to the app secret; the listed id is removed", "other", "1234", appSecret, 204, "other", gone},
+		{"unknown domain does not use the id's secret", "other", "1234", "id-new", 401, "", ""},
+		{"unknown domain and id keep the app secret", "other", "999", appSecret, 204, "other", "999"},
+		{"no organization: app secret", "", "", appSecret, 204, "", ""},
+		{"no organization: an organization's secret", "", "", "acme-secret", 401, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,11 +297,28 @@ func TestWebhookPerOrganizationSecrets(t *testing.T) {
 				req.Header.Set("X-Service-Id", tt.id)
 			}
 			rec := httptest.NewRecorder()
-			if err := m.ServeHTTP(rec, req, &recordingApp{}); err != nil {
+			app := &recordingApp{}
+			if err := m.ServeHTTP(rec, req, app); err != nil {
 				t.Fatal(err)
 			}
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d", rec.Code, tt.status)
+			}
+			if tt.status != http.StatusNoContent {
+				var eb errorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Error.Message == "" {
+					t.Fatalf("refusal body %q", rec.Body)
+				}
+				return
+			}
+			for header, want := range map[string]string{"X-Service-Domain": tt.appDomain, "X-Service-Id": tt.appID} {
+				got, sent := app.header[header]
+				switch {
+				case want == gone && sent:
+					t.Errorf("the app got the unverified %s %q", header, got)
+				case want != gone && strings.Join(got, ",") != want:
+					t.Errorf("the app got %s %q, want %q", header, got, want)
+				}
 			}
 		})
 	}
@@ -343,75 +369,6 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
-func TestSecretsFileReload(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "secrets.json")
-	writeFile(t, file, `{"acme": "first-secret"}`)
-	core, logs := observer.New(zapcore.DebugLevel)
-	f := &secretsFile{path: file, logger: zap.New(core)}
-	if err := f.load(); err != nil {
-		t.Fatal(err)
-	}
-	verifies := func(secret string) bool {
-		v := f.lookup("acme")
-		return v != nil && v.Verify(delivery, hmacHex(secret, delivery)) == nil
-	}
-	if !verifies("first-secret") {
-		t.Fatal("first secret not loaded")
-	}
-
-	// A broken file keeps the last good secrets and is logged without its
-	// contents.
-	writeFile(t, file, `{"acme": "broken-secret-value`)
-	bump(t, file, 1)
-	f.reloadIfChanged()
-	if !verifies("first-secret") {
-		t.Fatal("a broken file replaced the last good secrets")
-	}
-	if logs.FilterMessageSnippet("not reloaded").Len() != 1 {
-		t.Fatalf("want one error logged for the broken file, got %v", logs.All())
-	}
-	f.reloadIfChanged() // unchanged: not logged again
-	if logs.FilterMessageSnippet("not reloaded").Len() != 1 {
-		t.Fatal("an unchanged broken file was logged again")
-	}
-	for _, e := range logs.All() {
-		line, _ := json.Marshal(e.ContextMap())
-		if strings.Contains(string(line), "broken-secret") {
-			t.Fatalf("log holds the file's contents: %s", line)
-		}
-	}
-
-	writeFile(t, file, `{"acme": ["second-secret", "third-secret"]}`)
-	bump(t, file, 2)
-	f.reloadIfChanged()
-	if !verifies("second-secret") || !verifies("third-secret") || verifies("first-secret") {
-		t.Fatal("the new file was not loaded")
-	}
-
-	// A file that disappears keeps the last good secrets too.
-	if err := os.Remove(file); err != nil {
-		t.Fatal(err)
-	}
-	f.reloadIfChanged()
-	f.reloadIfChanged()
-	if !verifies("second-secret") {
-		t.Fatal("a missing file dropped the secrets")
-	}
-	if n := logs.FilterMessageSnippet("unreadable").Len(); n != 1 {
-		t.Fatalf("missing file logged %d times, want 1", n)
-	}
-}
-
-// bump moves a file's modification time forward, so a change is seen even
-// on file systems with coarse timestamps.
-func bump(t testing.TB, path string, seconds int) {
-	t.Helper()
-	when := time.Now().Add(time.Duration(seconds) * time.Hour)
-	if err := os.Chtimes(path, when, when); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestSecretsFileWatchStopsOnCleanup(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "secrets.json")
 	writeFile(t, file, `{"acme": "first-secret"}`)
@@ -419,7 +376,7 @@ func TestSecretsFileWatchStopsOnCleanup(t *testing.T) {
 	provisionWebhook(t, &m)
 	writeFile(t, file, `{"acme": "second-secret-longer"}`)
 	deadline := time.Now().Add(5 * time.Second)
-	for m.orgs.lookup("acme").Verify(delivery, hmacHex("second-secret-longer", delivery)) != nil {
+	for m.check.File.Lookup("acme").Verify(delivery, hmacHex("second-secret-longer", delivery)) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the watcher never reloaded the file")
 		}
@@ -435,116 +392,6 @@ func TestSecretsFileWatchStopsOnCleanup(t *testing.T) {
 	}
 }
 
-func TestParseSecretsFile(t *testing.T) {
-	tests := []struct {
-		name, file string
-		orgs       int
-		err        string // a part of the error; "" for none
-	}{
-		{"one secret", `{"acme":"s"}`, 1, ""},
-		{"list", `{"acme":["s1","s2"],"1234":"s3"}`, 2, ""},
-		{"empty object", `{}`, 0, ""},
-		{"not JSON", `{"acme":"top-secret`, 0, "not valid JSON"},
-		{"syntax error position", `{"acme" "top-secret"}`, 0, "at byte"},
-		{"array", `["top-secret"]`, 0, "want a JSON object"},
-		{"null", `null`, 0, "want a JSON object"},
-		{"number value", `{"acme":12345}`, 0, `organization "acme"`},
-		{"empty list", `{"acme":[]}`, 0, "non-empty list"},
-		{"empty secret", `{"acme":""}`, 0, "is empty"},
-		{"empty secret in list", `{"acme":["top-secret",""]}`, 0, "secret 2 of 2 is empty"},
-		{"list of numbers", `{"acme":[1,2]}`, 0, `organization "acme"`},
-		{"empty organization", `{"":"top-secret"}`, 0, "organization name is empty"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			orgs, err := parseSecretsFile([]byte(tt.file))
-			if tt.err == "" {
-				if err != nil || len(orgs) != tt.orgs {
-					t.Fatalf("got %d organizations, %v; want %d", len(orgs), err, tt.orgs)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Fatalf("error %v, want one with %q", err, tt.err)
-			}
-			if strings.Contains(err.Error(), "top-secret") {
-				t.Fatalf("error %q quotes a secret", err)
-			}
-		})
-	}
-}
-
-func FuzzParseSecretsFile(f *testing.F) {
-	f.Add([]byte(`{"acme":"s"}`))
-	f.Add([]byte(`{"acme":["s1","s2"],"1234":"s3"}`))
-	f.Add([]byte(`{"acme":[]}`))
-	f.Add([]byte(`{"a":null}`))
-	f.Add([]byte(`[`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		orgs, err := parseSecretsFile(data)
-		if err != nil {
-			if orgs != nil {
-				t.Fatal("organizations returned with an error")
-			}
-			return
-		}
-		for org, v := range orgs {
-			if org == "" || v == nil {
-				t.Fatalf("organization %q with verifier %v", org, v)
-			}
-		}
-	})
-}
-
-// FuzzWebhookEvents feeds arbitrary signed bodies through the events check:
-// never a panic, and a delivery passes only if it has the required shape
-// with allowed events.
-func FuzzWebhookEvents(f *testing.F) {
-	f.Add(delivery)
-	f.Add([]byte(`{"events":[{"event":"project.translated"}]}`))
-	f.Add([]byte(`{"events":[{"event":"other"}]}`))
-	f.Add([]byte(`{"events":[]}`))
-	f.Add([]byte(`{`))
-	// Names with invalid UTF-8 or escapes, read as encoding/json reads them
-	// (invalid bytes become U+FFFD): an earlier scanner compared the raw bytes.
-	f.Add([]byte("{\"events\":[{\"event\":\"project.translated\xff\"}]}"))
-	f.Add([]byte(`{"events":[{"event":"project.\u0074ranslated"}]}`))
-	f.Add([]byte("{\"events\":[{\"event\":\"project.approved\xc3\"}]}"))
-	m := ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated", "project.approved"}}
-	provisionWebhook(f, &m)
-	m.logger = zap.NewNop()
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-		req.Header.Set("X-Service-Signature", hmacHex(appSecret, body))
-		rec := httptest.NewRecorder()
-		app := &recordingApp{}
-		if err := m.ServeHTTP(rec, req, app); err != nil {
-			t.Fatal(err)
-		}
-		if rec.Code != 204 {
-			if app.calls != 0 {
-				t.Fatal("the app saw a refused delivery")
-			}
-			return
-		}
-		var d struct {
-			Events []map[string]any `json:"events"`
-		}
-		if err := json.Unmarshal(body, &d); err != nil || len(d.Events) == 0 {
-			t.Fatalf("accepted a body without events: %q", body)
-		}
-		for _, e := range d.Events {
-			// As the app's JSON library reads the name, it is allowed.
-			if name, _ := e["event"].(string); name != "project.translated" && name != "project.approved" {
-				t.Fatalf("accepted the event %q of %q", name, body)
-			}
-		}
-		if !bytes.Equal(app.body, body) {
-			t.Fatal("the app got other bytes")
-		}
-	})
-}
-
 func TestWebhookProvisionAndValidate(t *testing.T) {
 	t.Setenv("SERVICEGATE_TEST_WEBHOOK_SECRET", appSecret)
 	m := ServiceWebhook{Secrets: []string{"{env.SERVICEGATE_TEST_WEBHOOK_SECRET}"}}
@@ -552,7 +399,10 @@ func TestWebhookProvisionAndValidate(t *testing.T) {
 	if m.MaxSize != defaultWebhookMaxSize {
 		t.Fatalf("default max_size %d", m.MaxSize)
 	}
-	if err := m.appWide.Verify(delivery, hmacHex(appSecret, delivery)); err != nil {
+	if m.ReadTimeout != caddy.Duration(10*time.Second) {
+		t.Fatalf("default read_timeout %s", time.Duration(m.ReadTimeout))
+	}
+	if err := m.check.AppWide.Verify(delivery, hmacHex(appSecret, delivery)); err != nil {
 		t.Fatalf("the {env.*} secret was not resolved: %v", err)
 	}
 
@@ -573,6 +423,7 @@ func TestWebhookProvisionAndValidate(t *testing.T) {
 	}{
 		{"no secret", ServiceWebhook{}},
 		{"negative size", ServiceWebhook{Secrets: []string{"s"}, MaxSize: -1}},
+		{"negative read_timeout", ServiceWebhook{Secrets: []string{"s"}, ReadTimeout: -1}},
 		{"empty module key", ServiceWebhook{Secrets: []string{"s"}, ModuleKeys: []string{""}}},
 		{"empty event", ServiceWebhook{Secrets: []string{"s"}, Events: []string{""}}},
 	} {
@@ -598,6 +449,7 @@ func TestWebhookUnmarshalCaddyfile(t *testing.T) {
 			events project.translated project.approved
 			events file.added
 			max_size 1MiB
+			read_timeout 30s
 		}`, ServiceWebhook{
 			Secrets:     []string{"{env.A}", "{env.B}", "third"},
 			SecretsFile: "/etc/app/secrets.json",
@@ -605,6 +457,7 @@ func TestWebhookUnmarshalCaddyfile(t *testing.T) {
 			ModuleKeys:  []string{"events-hook", "other-hook"},
 			Events:      []string{"project.translated", "project.approved", "file.added"},
 			MaxSize:     1 << 20,
+			ReadTimeout: caddy.Duration(30 * time.Second),
 		}, false},
 		{"max_size in MB", "service_webhook {\nsecret s\nmax_size 5MB\n}", ServiceWebhook{Secrets: []string{"s"}, MaxSize: 5_000_000}, false},
 		{"argument on the directive line", "service_webhook s", ServiceWebhook{}, true},
@@ -617,6 +470,9 @@ func TestWebhookUnmarshalCaddyfile(t *testing.T) {
 		{"events without value", "service_webhook {\nevents\n}", ServiceWebhook{}, true},
 		{"bad size", "service_webhook {\nmax_size lots\n}", ServiceWebhook{}, true},
 		{"zero size", "service_webhook {\nmax_size 0\n}", ServiceWebhook{}, true},
+		{"bad read_timeout", "service_webhook {\nread_timeout slow\n}", ServiceWebhook{}, true},
+		{"zero read_timeout", "service_webhook {\nread_timeout 0s\n}", ServiceWebhook{}, true},
+		{"read_timeout without value", "service_webhook {\nread_timeout\n}", ServiceWebhook{}, true},
 		{"unknown option", "service_webhook {\nsecret s\nsignature_header X\n}", ServiceWebhook{}, true},
 	}
 	for _, tt := range tests {
@@ -802,5 +658,22 @@ func TestWebhookTooLargeNamesTheLimit(t *testing.T) {
 	}
 	if want := "The delivery is larger than the 1.0 KiB this endpoint accepts."; eb.Error.Message != want {
 		t.Fatalf("message %q, want %q", eb.Error.Message, want)
+	}
+}
+
+// A body nested too deeply is told as such, not as "not JSON".
+func TestWebhookTooDeepSaysSo(t *testing.T) {
+	m := ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}
+	provisionWebhook(t, &m)
+	body := []byte(`{"events":[{"event":"project.translated","x":` + strings.Repeat("[", 100000) + `}]}`)
+	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	req.Header.Set("X-Service-Signature", hmacHex(appSecret, body))
+	rec := httptest.NewRecorder()
+	if err := m.ServeHTTP(rec, req, &recordingApp{}); err != nil {
+		t.Fatal(err)
+	}
+	var eb errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || rec.Code != http.StatusBadRequest || !strings.Contains(eb.Error.Message, "too deeply nested") {
+		t.Fatalf("%d %s, want 400 saying too deeply nested", rec.Code, rec.Body)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/servicegate/servicegate/jsonscan"
 )
 
 // MaxCustomData is the largest customData of a string record, in bytes.
@@ -64,16 +66,21 @@ type record struct {
 	PreviewID    json.RawMessage        `json:"previewId"`
 	UniqID       string                 `json:"uniqId"`
 	Identifier   string                 `json:"identifier"`
-	CustomData   string                 `json:"customData"`
+	CustomData   json.RawMessage        `json:"customData"`
+	Context      json.RawMessage        `json:"context"`
+	MaxLength    json.RawMessage        `json:"maxLength"`
+	IsHidden     json.RawMessage        `json:"isHidden"`
+	Labels       json.RawMessage        `json:"labels"`
 	HasPlurals   bool                   `json:"hasPlurals"`
 	Text         json.RawMessage        `json:"text"`
 	Translations map[string]translation `json:"translations"`
 }
 
 func (r *record) reset() {
-	r.PreviewID, r.Text = r.PreviewID[:0], r.Text[:0]
+	r.PreviewID, r.Text, r.CustomData = r.PreviewID[:0], r.Text[:0], r.CustomData[:0]
+	r.Context, r.MaxLength, r.IsHidden, r.Labels = r.Context[:0], r.MaxLength[:0], r.IsHidden[:0], r.Labels[:0]
 	clear(r.Translations)
-	r.UniqID, r.Identifier, r.CustomData, r.HasPlurals = "", "", "", false
+	r.UniqID, r.Identifier, r.HasPlurals = "", "", false
 }
 
 type translation struct {
@@ -90,6 +97,7 @@ type checker struct {
 	previewIDs []previewRef
 	previewSet map[int64]struct{} // the string_preview_id_<n> of data.preview
 	count      int
+	scan       jsonscan.Scanner // reads the raw values of a record
 }
 
 type previewRef struct {
@@ -117,6 +125,7 @@ type previewRef struct {
 // their presence is checked.
 func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	c := checker{job: j}
+	c.scan.MaxDepth = jsonscan.EncodingJSONMaxDepth
 	dec := json.NewDecoder(body)
 	var ans Answer
 	var hasData, dataOK bool
@@ -128,7 +137,7 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	for dec.More() {
 		key, err := nextKey(dec)
 		if err != nil {
-			return bad("it is not valid JSON")
+			return bad(notJSON(err))
 		}
 		switch key {
 		case "error":
@@ -136,7 +145,7 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 				Message *string `json:"message"`
 			}
 			if err := dec.Decode(&raw); err != nil {
-				return bad("it is not valid JSON")
+				return bad(notJSON(err))
 			}
 			if isObject(raw) && json.Unmarshal(raw, &e) == nil && e.Message != nil {
 				ans.AppError = true
@@ -148,17 +157,17 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 				return ans, c.breach
 			}
 			if err != nil {
-				return bad("it is not valid JSON")
+				return bad(notJSON(err))
 			}
 			dataOK = ok
 		default:
 			if err := dec.Decode(&raw); err != nil {
-				return bad("it is not valid JSON")
+				return bad(notJSON(err))
 			}
 		}
 	}
 	if err := closeObject(dec); err != nil {
-		return bad("it is not valid JSON")
+		return bad(notJSON(err))
 	}
 	ans.Strings = c.count
 	switch {
@@ -182,6 +191,16 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 		}
 	}
 	return ans, nil
+}
+
+// notJSON is the rule broken by an answer the decoder could not read:
+// too deeply nested when it gave up for depth, else not valid JSON.
+func notJSON(err error) string {
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) && strings.Contains(syn.Error(), "exceeded max depth") {
+		return "it is too deeply nested (arrays and objects over " + strconv.Itoa(jsonscan.EncodingJSONMaxDepth) + " levels deep)"
+	}
+	return "it is not valid JSON"
 }
 
 // sawInline tells whether the answer carried its strings inline.
@@ -307,9 +326,16 @@ func (c *checker) checkRecord(n int, r *record) {
 			return
 		}
 		c.seen[id] = struct{}{}
-		if len(r.CustomData) > MaxCustomData {
-			c.fail(n, id, fmt.Sprintf("has customData of %d bytes, over the 4 KB the service keeps", len(r.CustomData)))
-			return
+		if present(r.CustomData) {
+			if r.CustomData[0] != '"' {
+				c.fail(n, id, "has a customData that is not a string")
+				return
+			}
+			c.scan.Reset(r.CustomData)
+			if data, err := c.scan.String(); err == nil && len(data) > MaxCustomData {
+				c.fail(n, id, fmt.Sprintf("has customData of %d bytes, over the 4 KB the service keeps", len(data)))
+				return
+			}
 		}
 		if len(r.PreviewID) > 0 && !bytes.Equal(r.PreviewID, []byte("null")) {
 			pid, err := strconv.ParseInt(string(r.PreviewID), 10, 64)
@@ -337,6 +363,10 @@ func (c *checker) checkRecord(n int, r *record) {
 				return
 			}
 		}
+	}
+	if rule := c.checkOptional(r); rule != "" {
+		c.fail(n, id, rule)
+		return
 	}
 	if len(r.Text) == 0 || bytes.Equal(r.Text, []byte("null")) {
 		c.fail(n, id, "has no text")
@@ -387,13 +417,13 @@ func (c *checker) checkText(text json.RawMessage, plural bool, cats []string, la
 		return "has a " + what() + " that is not an object of plural forms, and hasPlurals is true"
 	}
 	n := 0
-	rule := members(text, func(key, value []byte) string {
+	rule := c.members(text, func(key, value []byte) string {
 		n++
 		if len(cats) > 0 && !containsKey(cats, key) {
-			return "has a " + what() + " with the plural form " + shortQuote(unquoteKey(key)) + ", which is not a plural category of the language"
+			return "has a " + what() + " with the plural form " + shortQuote(string(key)) + ", which is not a plural category of the language"
 		}
 		if value[0] != '"' {
-			return "has a " + what() + " whose plural form " + shortQuote(unquoteKey(key)) + " is not a string"
+			return "has a " + what() + " whose plural form " + shortQuote(string(key)) + " is not a string"
 		}
 		return ""
 	})
@@ -417,9 +447,9 @@ func (c *checker) checkStatus(status json.RawMessage, plural bool, cats []string
 	if !plural || status[0] != '{' {
 		return "a status that is not a string"
 	}
-	return members(status, func(key, value []byte) string {
+	return c.members(status, func(key, value []byte) string {
 		if len(cats) > 0 && !containsKey(cats, key) {
-			return "a status for the plural form " + shortQuote(unquoteKey(key)) + ", which is not a plural category of the language"
+			return "a status for the plural form " + shortQuote(string(key)) + ", which is not a plural category of the language"
 		}
 		if !validStatus(value) {
 			return "a status other than untranslated, translated or approved"
@@ -428,88 +458,67 @@ func (c *checker) checkStatus(status json.RawMessage, plural bool, cats []string
 	})
 }
 
-// members calls fn with the key (as written, without its quotes) and the
-// value of each member of obj, a valid JSON object, until fn returns a
-// rule, which members returns. It allocates nothing.
-func members(obj []byte, fn func(key, value []byte) string) string {
-	i := 1 // after '{'
-	for i < len(obj) {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] == '}' {
-			return ""
+// errRule stops a walk over members once a rule is broken.
+var errRule = errors.New("rule broken")
+
+// members calls fn with the key (decoded) and the value of each member of
+// obj, an object the decoder has read, until fn returns a rule, which
+// members returns. It allocates nothing for keys without escapes.
+func (c *checker) members(obj []byte, fn func(key, value []byte) string) string {
+	rule := ""
+	c.scan.Reset(obj)
+	err := c.scan.Object(func(key []byte) error {
+		value, err := c.scan.Value()
+		if err != nil {
+			return err
 		}
-		if obj[i] == ',' {
-			i++
-			continue
+		if rule = fn(key, value); rule != "" {
+			return errRule
 		}
-		end := endOfString(obj, i)
-		key := obj[i+1 : end-1]
-		i = skipSpace(obj, end) + 1 // the colon
-		i = skipSpace(obj, i)
-		vend := endOfValue(obj, i)
-		if rule := fn(key, obj[i:vend]); rule != "" {
-			return rule
+		return nil
+	})
+	if err != nil && err != errRule {
+		// The decoder read obj already: only depth can stop the scanner.
+		return "is too deeply nested"
+	}
+	return rule
+}
+
+// checkOptional checks the types of the optional fields of a string
+// record, which the service refuses when they are of another type, and
+// returns the broken rule or "".
+func (c *checker) checkOptional(r *record) string {
+	if present(r.Context) && r.Context[0] != '"' {
+		return "has a context that is not a string"
+	}
+	if present(r.MaxLength) && !jsonscan.IsInteger(r.MaxLength) {
+		return "has a maxLength that is not an integer or null"
+	}
+	if present(r.IsHidden) && r.IsHidden[0] != 't' && r.IsHidden[0] != 'f' {
+		return "has an isHidden that is not a boolean or null"
+	}
+	if present(r.Labels) {
+		c.scan.Reset(r.Labels)
+		err := c.scan.Array(func() error {
+			if c.scan.Peek() != '"' {
+				return errRule
+			}
+			return c.scan.Skip()
+		})
+		if err != nil {
+			return "has labels that are not an array of strings"
 		}
-		i = vend
 	}
 	return ""
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
+// present tells whether a raw field was given a value other than null.
+func present(v json.RawMessage) bool {
+	return len(v) > 0 && !bytes.Equal(v, []byte("null"))
 }
 
-// endOfString returns the index after the string starting at b[i] ('"').
-func endOfString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(b)
-}
-
-// endOfValue returns the index after the value starting at b[i].
-func endOfValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return endOfString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = endOfString(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-			j++
-		}
-		return j
-	}
-}
-
-// containsKey reports whether the key, as written in JSON, is in list.
+// containsKey reports whether key is in list.
 func containsKey(list []string, key []byte) bool {
-	if bytes.IndexByte(key, '\\') >= 0 {
-		return contains(list, unquoteKey(key))
-	}
 	for _, v := range list {
 		if string(key) == v {
 			return true
@@ -518,32 +527,9 @@ func containsKey(list []string, key []byte) bool {
 	return false
 }
 
-// unquoteKey decodes a key as written in JSON (without its quotes).
-func unquoteKey(key []byte) string {
-	if bytes.IndexByte(key, '\\') < 0 {
-		return string(key)
-	}
-	var s string
-	quoted := make([]byte, 0, len(key)+2)
-	quoted = append(append(append(quoted, '"'), key...), '"')
-	if json.Unmarshal(quoted, &s) != nil {
-		return string(key)
-	}
-	return s
-}
-
 func validStatus(v json.RawMessage) bool {
 	for _, s := range statusValues {
 		if bytes.Equal(v, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
 			return true
 		}
 	}

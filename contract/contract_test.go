@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/servicegate/servicegate/jsonscan"
 )
 
 // job builds a request of jobType as the service sends it; change edits it
@@ -228,6 +230,31 @@ func TestCheckAnswer(t *testing.T) {
 		{"build-file without content", BuildFile, answer(map[string]any{"strings": []any{}}), "neither content nor contentUrl", ""},
 		{"build-file content not base64", BuildFile, answer(map[string]any{"content": "a = b"}), "data.content is not base64", ""},
 		{"build-file content a number", BuildFile, answer(map[string]any{"content": 1}), "data.content is not a string", ""},
+		// issue 13 #8: the types of the optional fields of a string record.
+		{"optional fields of the right types", ParseFile, answer(strs(str("a", func(m map[string]any) {
+			m["context"], m["maxLength"], m["isHidden"], m["labels"], m["customData"] = "menu", 20, true, []any{"ui", "x"}, "{}"
+		}), str("b", func(m map[string]any) {
+			m["context"], m["maxLength"], m["isHidden"], m["labels"], m["customData"] = nil, nil, nil, nil, nil
+		}), str("c", func(m map[string]any) { m["maxLength"], m["isHidden"], m["labels"] = -1, false, []any{} }))), "", ""},
+		{"labels a string", ParseFile, answer(strs(str("a", func(m map[string]any) { m["labels"] = "ui" }))), "has labels that are not an array of strings", "a"},
+		{"labels with a number", ParseFile, answer(strs(str("a", func(m map[string]any) { m["labels"] = []any{"ui", 1} }))), "has labels that are not an array of strings", "a"},
+		{"labels with an object", ParseFile, answer(strs(str("a", nil), str("b", func(m map[string]any) { m["labels"] = []any{map[string]any{}} }))), "has labels that are not an array of strings", "b"},
+		{"maxLength a fraction", ParseFile, answer(strs(str("a", func(m map[string]any) { m["maxLength"] = 1.5 }))), "has a maxLength that is not an integer or null", "a"},
+		{"maxLength a string", ParseFile, answer(strs(str("a", func(m map[string]any) { m["maxLength"] = "10" }))), "has a maxLength that is not an integer or null", "a"},
+		{"maxLength a boolean", ParseFile, answer(strs(str("a", func(m map[string]any) { m["maxLength"] = true }))), "has a maxLength that is not an integer or null", "a"},
+		{"isHidden a string", ParseFile, answer(strs(str("a", func(m map[string]any) { m["isHidden"] = "yes" }))), "has an isHidden that is not a boolean or null", "a"},
+		{"isHidden a number", ParseFile, answer(strs(str("a", func(m map[string]any) { m["isHidden"] = 1 }))), "has an isHidden that is not a boolean or null", "a"},
+		{"context a number", ParseFile, answer(strs(str("a", func(m map[string]any) { m["context"] = 5 }))), "has a context that is not a string", "a"},
+		{"context an array", ParseFile, answer(strs(str("a", func(m map[string]any) { m["context"] = []any{"menu"} }))), "has a context that is not a string", "a"},
+		{"customData an object", ParseFile, answer(strs(str("a", func(m map[string]any) { m["customData"] = map[string]any{"line": 1} }))), "has a customData that is not a string", "a"},
+		{"customData over 4 KB once decoded", ParseFile, []byte(`{"data":{"strings":[{"identifier":"a","text":"x","customData":"` + strings.Repeat(`\u00e9`, MaxCustomData/2+1) + `"}]}}`), "customData of 4098 bytes", "a"},
+		{"pre-export: labels a string", PreExport, answer(strs(pre("h1::1", "a"), str("b", func(m map[string]any) { m["uniqId"], m["labels"] = "h1::2", "ui" }))), "has labels that are not an array of strings", "b"},
+		{"pre-export: isHidden a string", PreExport, answer(strs(str("a", func(m map[string]any) { m["uniqId"], m["isHidden"] = "h1::1", "no" }), pre("h1::2", "b"))), "has an isHidden that is not a boolean or null", "a"},
+		// issue 13 #13: depth is told as depth.
+		{"too deeply nested", ParseFile, []byte(`{"data":{"strings":[],"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}}`), "too deeply nested", ""},
+		{"too deeply nested in a string record", ParseFile, []byte(`{"data":{"strings":[{"identifier":"a","text":"x","more":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}]}}`), "too deeply nested", ""},
+		{"too deeply nested beside data", ParseFile, []byte(`{"x":` + strings.Repeat(`{"a":`, 10001) + `1` + strings.Repeat("}", 10001) + `,"data":{"strings":[]}}`), "too deeply nested", ""},
+
 		{"pre-export drops a string", PreExport, answer(strs(pre("h1::1", "a"))), "returns 1 strings for the 2", ""},
 		{"pre-export adds a string", PreExport, answer(strs(pre("h1::1", "a"), pre("h1::2", "b"), pre("h1::3", "c"))), "uniqId that was not sent", "c"},
 		{"pre-export repeats a uniqId", PreExport, answer(strs(pre("h1::1", "a"), pre("h1::1", "b"))), "uniqId of an earlier string", "b"},
@@ -360,7 +387,7 @@ func TestPluralKeysWithEscapes(t *testing.T) {
 	}
 }
 
-// FuzzMembers checks the object scanner against encoding/json: the same
+// FuzzMembers checks the walk over the members of an object against encoding/json: the same
 // keys, each value valid JSON.
 func FuzzMembers(f *testing.F) {
 	f.Add([]byte(`{"one":"x","other":{"a":[1,"]}"]}, "t" : true ,"n":-1.5e3}`))
@@ -377,11 +404,12 @@ func FuzzMembers(f *testing.F) {
 			return
 		}
 		got := map[string]bool{}
-		members(obj, func(key, value []byte) string {
+		c := checker{scan: jsonscan.Scanner{MaxDepth: jsonscan.EncodingJSONMaxDepth}}
+		c.members(obj, func(key, value []byte) string {
 			if !json.Valid(value) {
 				t.Fatalf("value %q of %q is not JSON", value, obj)
 			}
-			got[unquoteKey(key)] = true
+			got[string(key)] = true
 			return ""
 		})
 		if len(got) != len(want) {

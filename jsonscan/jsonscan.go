@@ -1,0 +1,563 @@
+// Package jsonscan reads JSON text (RFC 8259) held in a byte slice, checking
+// it as it goes. It is the one JSON scanner of servicegate: the webhook's
+// events check and the contract's checks of string records use it.
+//
+// It is made for checks on the request path: one tight loop over the bytes,
+// no reflection, and no allocation per value. Values are skipped (and
+// checked) without being decoded; only the keys and strings a caller asks
+// for are decoded, and only those holding escapes or invalid UTF-8 are
+// copied, into a buffer the Scanner reuses.
+//
+// It accepts what encoding/json accepts: strings may hold invalid UTF-8,
+// which decodes to U+FFFD as encoding/json decodes it. Nesting deeper than
+// MaxDepth is refused with ErrTooDeep, so a hostile document cannot make it
+// use more stack than that.
+//
+//	var s jsonscan.Scanner
+//	s.Reset(body)
+//	err := s.Object(func(key []byte) error {
+//		if string(key) == "name" {
+//			name, err := s.String()
+//			…
+//			return err
+//		}
+//		return s.Skip()
+//	})
+//	if err == nil {
+//		err = s.Finish()
+//	}
+package jsonscan
+
+import (
+	"encoding/binary"
+	"errors"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Errors of a Scanner. Neither repeats any of the input.
+var (
+	// ErrSyntax means the input is not JSON, or not the kind of value
+	// the caller asked for.
+	ErrSyntax = errors.New("not valid JSON")
+	// ErrTooDeep means arrays and objects are nested deeper than
+	// MaxDepth.
+	ErrTooDeep = errors.New("nested too deeply")
+)
+
+// DefaultMaxDepth is the nesting a Scanner follows when its MaxDepth is 0.
+const DefaultMaxDepth = 512
+
+// EncodingJSONMaxDepth is the nesting encoding/json follows: a Scanner
+// with this MaxDepth refuses exactly the documents it refuses for depth.
+const EncodingJSONMaxDepth = 10000
+
+// Scanner reads one JSON document. The zero value reads an empty input;
+// Reset gives it a document. A Scanner is not safe for concurrent use.
+type Scanner struct {
+	// MaxDepth is how many arrays and objects may be nested; 0 means
+	// DefaultMaxDepth.
+	MaxDepth int
+
+	data    []byte
+	pos     int
+	depth   int    // arrays and objects open around pos
+	scratch []byte // decoded strings, reused
+}
+
+// Reset makes s read data from its start. It keeps MaxDepth and the
+// memory of decoded strings.
+func (s *Scanner) Reset(data []byte) {
+	s.data, s.pos, s.depth = data, 0, 0
+}
+
+// Pos is the offset of the next byte to read.
+func (s *Scanner) Pos() int { return s.pos }
+
+func (s *Scanner) maxDepth() int {
+	if s.MaxDepth > 0 {
+		return s.MaxDepth
+	}
+	return DefaultMaxDepth
+}
+
+func (s *Scanner) skipSpace() {
+	for s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+// Peek skips white space and returns the next byte, 0 at the end of the
+// input: '{', '[', '"', 't', 'f', 'n', '-' or a digit starts a value.
+func (s *Scanner) Peek() byte {
+	s.skipSpace()
+	if s.pos < len(s.data) {
+		return s.data[s.pos]
+	}
+	return 0
+}
+
+// Finish reports ErrSyntax unless only white space is left.
+func (s *Scanner) Finish() error {
+	s.skipSpace()
+	if s.pos != len(s.data) {
+		return ErrSyntax
+	}
+	return nil
+}
+
+// Skip reads one value of any kind, checking it.
+func (s *Scanner) Skip() error {
+	s.skipSpace()
+	return s.skip(s.depth)
+}
+
+// Value reads one value of any kind, checking it, and returns its text.
+func (s *Scanner) Value() ([]byte, error) {
+	s.skipSpace()
+	start := s.pos
+	if err := s.skip(s.depth); err != nil {
+		return nil, err
+	}
+	return s.data[start:s.pos], nil
+}
+
+// Valid checks that data is one JSON value, nested at most maxDepth deep
+// (0 means DefaultMaxDepth), with nothing but white space around it.
+func Valid(data []byte, maxDepth int) error {
+	s := Scanner{MaxDepth: maxDepth, data: data}
+	if err := s.Skip(); err != nil {
+		return err
+	}
+	return s.Finish()
+}
+
+// skip reads the value at s.pos, inside depth arrays and objects.
+func (s *Scanner) skip(depth int) error {
+	if s.pos >= len(s.data) {
+		return ErrSyntax
+	}
+	switch c := s.data[s.pos]; c {
+	case '"':
+		return s.skipString()
+	case '{':
+		if depth >= s.maxDepth() {
+			return ErrTooDeep
+		}
+		s.pos++
+		if s.Peek() == '}' {
+			s.pos++
+			return nil
+		}
+		for {
+			if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+				return ErrSyntax
+			}
+			if err := s.skipString(); err != nil {
+				return err
+			}
+			if s.Peek() != ':' {
+				return ErrSyntax
+			}
+			s.pos++
+			s.skipSpace()
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+			switch s.Peek() {
+			case ',':
+				s.pos++
+				s.skipSpace()
+			case '}':
+				s.pos++
+				return nil
+			default:
+				return ErrSyntax
+			}
+		}
+	case '[':
+		if depth >= s.maxDepth() {
+			return ErrTooDeep
+		}
+		s.pos++
+		if s.Peek() == ']' {
+			s.pos++
+			return nil
+		}
+		for {
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+			switch s.Peek() {
+			case ',':
+				s.pos++
+				s.skipSpace()
+			case ']':
+				s.pos++
+				return nil
+			default:
+				return ErrSyntax
+			}
+		}
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	default:
+		if c == '-' || c >= '0' && c <= '9' {
+			return s.number()
+		}
+		return ErrSyntax
+	}
+}
+
+func (s *Scanner) literal(word string) error {
+	if len(s.data)-s.pos < len(word) || string(s.data[s.pos:s.pos+len(word)]) != word {
+		return ErrSyntax
+	}
+	s.pos += len(word)
+	return nil
+}
+
+func (s *Scanner) digits() int {
+	start := s.pos
+	for s.pos < len(s.data) && s.data[s.pos] >= '0' && s.data[s.pos] <= '9' {
+		s.pos++
+	}
+	return s.pos - start
+}
+
+func (s *Scanner) number() error {
+	if s.data[s.pos] == '-' {
+		s.pos++
+	}
+	if s.pos < len(s.data) && s.data[s.pos] == '0' {
+		s.pos++
+	} else if s.digits() == 0 {
+		return ErrSyntax
+	}
+	if s.pos < len(s.data) && s.data[s.pos] == '.' {
+		s.pos++
+		if s.digits() == 0 {
+			return ErrSyntax
+		}
+	}
+	if s.pos < len(s.data) && (s.data[s.pos] == 'e' || s.data[s.pos] == 'E') {
+		s.pos++
+		if s.pos < len(s.data) && (s.data[s.pos] == '+' || s.data[s.pos] == '-') {
+			s.pos++
+		}
+		if s.digits() == 0 {
+			return ErrSyntax
+		}
+	}
+	return nil
+}
+
+// IsInteger reports whether value, the text of one JSON value, is a number
+// without a fraction or an exponent.
+func IsInteger(value []byte) bool {
+	s := Scanner{data: value}
+	if len(value) == 0 || (value[0] != '-' && (value[0] < '0' || value[0] > '9')) || s.number() != nil || s.pos != len(value) {
+		return false
+	}
+	for _, c := range value {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// stop marks the bytes that end a run of plain string content: the
+// quote, the backslash and the control characters, which a string may
+// not hold unescaped. stopHigh marks the bytes from 0x80 besides, where a
+// string may hold invalid UTF-8.
+var stop, stopHigh = stopTables()
+
+func stopTables() (lo, hi [256]bool) {
+	for c := range 256 {
+		lo[c] = c < 0x20 || c == '"' || c == '\\'
+		hi[c] = lo[c] || c >= utf8.RuneSelf
+	}
+	return lo, hi
+}
+
+// plainRun returns the index of the first 8-byte word from d[i] on that
+// may hold a quote, a backslash or a control character: strings are most
+// of a document, and a word at a time is several times faster over them
+// than a byte at a time. The byte loop after it finds the exact byte.
+func plainRun(d []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(d); i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		q, b := x^(ones*'"'), x^(ones*'\\')
+		// a byte below 0x20, a zero byte of q (a quote) or of b (a backslash)
+		if ((x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
+			return i
+		}
+	}
+	return i
+}
+
+// escapeLen returns the length of the escape sequence at d[i] (a
+// backslash), 0 when it is not a valid one.
+func escapeLen(d []byte, i int) int {
+	if i+1 >= len(d) {
+		return 0
+	}
+	switch d[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(d)-i < 6 {
+			return 0
+		}
+		for _, h := range d[i+2 : i+6] {
+			if hexValue(h) < 0 {
+				return 0
+			}
+		}
+		return 6
+	}
+	return 0
+}
+
+func hexValue(c byte) rune {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0')
+	case c >= 'a' && c <= 'f':
+		return rune(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return rune(c-'A') + 10
+	}
+	return -1
+}
+
+// skipString reads the string at s.pos (its opening quote) without
+// decoding it.
+func (s *Scanner) skipString() error {
+	d := s.data
+	i := s.pos + 1
+	for {
+		i = plainRun(d, i)
+		for i < len(d) && !stop[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			return ErrSyntax
+		}
+		switch d[i] {
+		case '"':
+			s.pos = i + 1
+			return nil
+		case '\\':
+			n := escapeLen(d, i)
+			if n == 0 {
+				return ErrSyntax
+			}
+			i += n
+		default:
+			return ErrSyntax
+		}
+	}
+}
+
+// String reads a string value and returns its contents decoded as
+// encoding/json decodes them: escapes resolved, invalid UTF-8 as U+FFFD.
+// Plain contents are a slice of the input; others are decoded into a
+// buffer of s that the next decoded key or string overwrites.
+func (s *Scanner) String() ([]byte, error) {
+	if s.Peek() != '"' {
+		return nil, ErrSyntax
+	}
+	return s.readString()
+}
+
+func (s *Scanner) readString() ([]byte, error) {
+	d := s.data
+	start := s.pos + 1
+	i := start
+	plain := true
+	for {
+		for i < len(d) && !stopHigh[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			return nil, ErrSyntax
+		}
+		switch c := d[i]; {
+		case c == '"':
+			s.pos = i + 1
+			if plain {
+				return d[start:i], nil
+			}
+			s.scratch = unquote(s.scratch[:0], d[start:i])
+			return s.scratch, nil
+		case c == '\\':
+			n := escapeLen(d, i)
+			if n == 0 {
+				return nil, ErrSyntax
+			}
+			plain = false
+			i += n
+		case c < 0x20:
+			return nil, ErrSyntax
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size == 1 {
+				plain = false
+			}
+			i += size
+		}
+	}
+}
+
+// unquote appends the decoded contents of a string (without its quotes,
+// escapes known to be valid) to dst, as encoding/json decodes them.
+func unquote(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			switch raw[i+1] {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := u4(raw[i+2:])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						if dec := utf16.DecodeRune(r, u4(raw[i+2:])); dec != unicode.ReplacementChar {
+							i += 6
+							dst = utf8.AppendRune(dst, dec)
+							continue
+						}
+					}
+					r = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, r)
+				continue
+			default: // '"', '\\', '/'
+				dst = append(dst, raw[i+1])
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+// u4 decodes the four hex digits at the start of b, known to be valid.
+func u4(b []byte) rune {
+	return hexValue(b[0])<<12 | hexValue(b[1])<<8 | hexValue(b[2])<<4 | hexValue(b[3])
+}
+
+// Object reads an object, calling member with each key positioned before
+// the member's value, which member must read (with Skip, Value, String,
+// Object or Array) unless it returns an error, which Object returns. The
+// key is decoded as String decodes; it stays valid until the next key or
+// string is decoded. The next value must be an object, else ErrSyntax.
+func (s *Scanner) Object(member func(key []byte) error) error {
+	if s.Peek() != '{' {
+		return ErrSyntax
+	}
+	if s.depth >= s.maxDepth() {
+		return ErrTooDeep
+	}
+	s.pos++
+	s.depth++
+	if s.Peek() == '}' {
+		s.pos++
+		s.depth--
+		return nil
+	}
+	for {
+		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+			return ErrSyntax
+		}
+		key, err := s.readString()
+		if err != nil {
+			return err
+		}
+		if s.Peek() != ':' {
+			return ErrSyntax
+		}
+		s.pos++
+		if err := member(key); err != nil {
+			return err
+		}
+		switch s.Peek() {
+		case ',':
+			s.pos++
+			s.skipSpace()
+		case '}':
+			s.pos++
+			s.depth--
+			return nil
+		default:
+			return ErrSyntax
+		}
+	}
+}
+
+// Array reads an array, calling element positioned before each element,
+// which element must read unless it returns an error, which Array
+// returns. The next value must be an array, else ErrSyntax.
+func (s *Scanner) Array(element func() error) error {
+	if s.Peek() != '[' {
+		return ErrSyntax
+	}
+	if s.depth >= s.maxDepth() {
+		return ErrTooDeep
+	}
+	s.pos++
+	s.depth++
+	if s.Peek() == ']' {
+		s.pos++
+		s.depth--
+		return nil
+	}
+	for {
+		if err := element(); err != nil {
+			return err
+		}
+		switch s.Peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			s.depth--
+			return nil
+		default:
+			return ErrSyntax
+		}
+	}
+}
