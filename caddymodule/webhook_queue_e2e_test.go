@@ -81,6 +81,13 @@ func (a *queueApp) delivered(org string) []string {
 	return slices.Clone(a.got[org])
 }
 
+// distinct counts the deliveries acknowledged at least once.
+func (a *queueApp) distinct() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.ids)
+}
+
 func (a *queueApp) total() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()

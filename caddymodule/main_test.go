@@ -1,0 +1,23 @@
+package caddymodule
+
+import (
+	"os"
+	"testing"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+)
+
+// envRunCaddy makes the test binary run as Caddy itself (`caddy run` with
+// the arguments that follow), so that a test can start, kill and restart a
+// real Caddy process with servicegate's modules without building one.
+const envRunCaddy = "SERVICEGATE_TEST_RUN_CADDY"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunCaddy) == "1" {
+		os.Args = append([]string{"caddy"}, os.Args[1:]...)
+		caddycmd.Main()
+		return
+	}
+	os.Exit(m.Run())
+}
