@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +20,9 @@ func TestRefuseWritesJSONWithoutErrorRoutes(t *testing.T) {
 	}
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json; charset=utf-8" {
 		t.Fatalf("Content-Type %q", ct)
+	}
+	if !strings.HasSuffix(rec.Body.String(), "}\n") {
+		t.Fatalf("body %q does not end with a newline", rec.Body)
 	}
 	var body errorBody
 	if err := json.NewDecoder(rec.Body).Decode(&body); err != nil {
