@@ -54,4 +54,3 @@ func sweepStorageFolder(ctx context.Context, st certmagic.Storage, prefix string
 	}
 	return n
 }
-
