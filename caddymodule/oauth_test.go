@@ -235,3 +235,40 @@ func TestSweepOAuthStorage(t *testing.T) {
 		t.Fatalf("an empty folder: swept %d", n)
 	}
 }
+
+// TestServiceOAuthAcceptByWeight: a client that names text/html but prefers
+// JSON gets 401, as service_subscription gives it JSON; before, any
+// mention of text/html got a redirect.
+func TestServiceOAuthAcceptByWeight(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	m := &ServiceOAuth{ClientID: "c", ClientSecret: "s", AuthURL: "https://a.example", Scopes: []string{"p"}, MaxSessions: 19}
+	if err := m.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Cleanup()
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		t.Fatal("a request without a session went on")
+		return nil
+	})
+	for accept, want := range map[string]int{
+		"application/json, text/html;q=0.1": http.StatusUnauthorized,
+		"text/html;q=0, */*":                http.StatusUnauthorized,
+		"*/*":                               http.StatusUnauthorized,
+		"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8": http.StatusFound,
+		"application/json;q=0.5, text/html":                               http.StatusFound,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/x", nil)
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		if err := m.ServeHTTP(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+		if w.Code != want {
+			t.Errorf("Accept %q: status %d, want %d", accept, w.Code, want)
+		}
+		if want == http.StatusUnauthorized && !strings.HasSuffix(w.Body.String(), "}\n") {
+			t.Errorf("Accept %q: body %q is not a JSON refusal ending with a newline", accept, w.Body)
+		}
+	}
+}
