@@ -49,3 +49,24 @@ localhost:{port} {
 		t.Fatalf("body %q", b)
 	}
 }
+
+// TestPaymentRequiredAnswers: the 402 page carries the security headers of
+// every servicegate page, and its JSON ends with a newline.
+func TestPaymentRequiredAnswers(t *testing.T) {
+	page := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	writePaymentRequired(page, r, "Subscribe to continue.", "https://service.example/pay?a=1&b=2")
+	if page.Code != http.StatusPaymentRequired || page.Header().Get("Content-Security-Policy") != "default-src 'none'; frame-ancestors 'none'" ||
+		page.Header().Get("X-Frame-Options") != "DENY" || page.Header().Get("Location") != "https://service.example/pay?a=1&b=2" ||
+		!strings.Contains(page.Body.String(), `<a href="https://service.example/pay?a=1&amp;b=2">Subscribe</a>`) {
+		t.Fatalf("page: %d %v\n%s", page.Code, page.Header(), page.Body)
+	}
+	js := httptest.NewRecorder()
+	r.Header.Set("Accept", "application/json, text/html;q=0.1")
+	writePaymentRequired(js, r, "Subscribe to continue.", "https://service.example/pay")
+	if js.Code != http.StatusPaymentRequired ||
+		js.Body.String() != `{"error":{"message":"Subscribe to continue."},"subscribe_link":"https://service.example/pay"}`+"\n" {
+		t.Fatalf("JSON: %d %q", js.Code, js.Body)
+	}
+}
