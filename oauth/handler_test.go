@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 const browserAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
@@ -524,5 +525,40 @@ func TestCookieValue(t *testing.T) {
 		if got := cookieValue(http.Header{"Cookie": tt.lines}, "sid"); got != tt.want {
 			t.Errorf("cookieValue(%q) = %q, want %q", tt.lines, got, tt.want)
 		}
+	}
+}
+
+// BenchmarkHandlerSession is a request of a live session through Serve.
+func BenchmarkHandlerSession(b *testing.B) {
+	store := NewMemoryStore(10, nil)
+	h, err := NewHandler(HandlerConfig{
+		Manager:            &Manager{Client: &Client{}, Store: store},
+		CallbackPath:       "/oauth/callback",
+		LogoutPath:         "/oauth/logout",
+		CookieName:         "sid",
+		UserHeader:         "X-Service-User-Id",
+		OrganizationHeader: "X-Service-Domain",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := NewID()
+	_ = store.Put(context.Background(), id, Session{
+		Token:  Token{AccessToken: "eyJ.access.token", RefreshToken: "r", Expiry: time.Now().Add(time.Hour)},
+		UserID: "7", Organization: "acme.example", Expires: time.Now().Add(time.Hour),
+	})
+	next := nextFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	r := httptest.NewRequest(http.MethodGet, "/app", nil)
+	cookies := []string{"sid=" + id}
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Header["Cookie"] = cookies
+		if err := h.Serve(w, r, next); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if r.Header.Get("Authorization") != "Bearer eyJ.access.token" {
+		b.Fatal("the token was not passed on")
 	}
 }
