@@ -342,6 +342,10 @@ func (m *ServiceOAuth) report(ev oauth.Event, err error) {
 		m.logger.Info(ev.String(), zap.Error(err))
 	case errors.As(err, &refused):
 		m.logger.Warn("code exchange refused", zap.Int("status", refused.Status), zap.String("error", refused.Code))
+	case ev == oauth.LoginFailed:
+		m.logger.Error("code exchange failed", zap.Error(err))
+	case ev == oauth.Logout:
+		m.logger.Error("session could not be ended", zap.Error(err))
 	default:
 		m.logger.Error(ev.String(), zap.Error(err))
 	}

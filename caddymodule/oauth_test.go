@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/servicegate/servicegate/oauth"
 )
@@ -270,5 +277,46 @@ func TestServiceOAuthAcceptByWeight(t *testing.T) {
 		if want == http.StatusUnauthorized && !strings.HasSuffix(w.Body.String(), "}\n") {
 			t.Errorf("Accept %q: body %q is not a JSON refusal ending with a newline", accept, w.Body)
 		}
+	}
+}
+
+// TestServiceOAuthReportLogs: the flow's failures reach the log with what
+// failed, and its steps the counters; a refused exchange logs only its
+// status and code.
+func TestServiceOAuthReportLogs(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	m := &ServiceOAuth{logger: zap.New(core)}
+	m.events = newOAuthEvents(prometheus.NewRegistry())
+	before := testutil.ToFloat64(oauthEventsTotal.WithLabelValues("login_failed"))
+	m.report(oauth.LoginFailed, fmt.Errorf("code exchange: %w", &oauth.RefusedError{Status: 400, Code: "invalid_grant"}))
+	m.report(oauth.LoginFailed, errors.New("code exchange: connection refused"))
+	m.report(oauth.SessionEnded, oauth.ErrSessionEnded)
+	m.report(oauth.SessionUnavailable, errors.New("reading a session: disk gone"))
+	m.report(oauth.Logout, errors.New("ending a session: disk gone"))
+	m.report(oauth.LoginStarted, nil)
+	if got := testutil.ToFloat64(oauthEventsTotal.WithLabelValues("login_failed")) - before; got != 2 {
+		t.Fatalf("login_failed counted %v times, want 2", got)
+	}
+	want := []struct {
+		level zapcore.Level
+		msg   string
+	}{
+		{zap.WarnLevel, "code exchange refused"},
+		{zap.ErrorLevel, "code exchange failed"},
+		{zap.InfoLevel, "session ended: the service refused to refresh its tokens"},
+		{zap.ErrorLevel, "session could not be read or refreshed"},
+		{zap.ErrorLevel, "session could not be ended"},
+	}
+	entries := logs.All()
+	if len(entries) != len(want) {
+		t.Fatalf("%d log lines, want %d: %v", len(entries), len(want), entries)
+	}
+	for i, w := range want {
+		if entries[i].Level != w.level || entries[i].Message != w.msg {
+			t.Errorf("line %d: %v %q, want %v %q", i, entries[i].Level, entries[i].Message, w.level, w.msg)
+		}
+	}
+	if f := entries[0].ContextMap(); f["status"] != int64(400) || f["error"] != "invalid_grant" {
+		t.Errorf("refused exchange fields %v", f)
 	}
 }
