@@ -1,15 +1,12 @@
 package caddymodule
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,7 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/oauth"
@@ -35,7 +31,6 @@ const (
 	oauthHeaderOff           = "off"
 	oauthStoreMemory         = "memory"
 	oauthStoreStorage        = "storage"
-	oauthStateCookieSuffix   = "_state"
 	oauthStoragePrefix       = "servicegate/oauth_sessions"
 	oauthLoginsPrefix        = "servicegate/oauth_logins"
 	oauthSweepEvery          = time.Hour
@@ -134,9 +129,9 @@ type ServiceOAuth struct {
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	manager      *oauth.Manager
+	flow         *oauth.Handler
 	callbackPath string
 	redirectURI  string // absolute, or "" to build from the request
-	stateCookie  string
 	secure       bool
 	poolKey      string
 	logger       *zap.Logger
@@ -209,7 +204,6 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 		m.Timeout = caddy.Duration(oauthDefaultTimeout)
 	}
 	m.secure = m.CookieSecure == nil || *m.CookieSecure
-	m.stateCookie = m.CookieName + oauthStateCookieSuffix
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -255,7 +249,35 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 		Now:             oauthNow,
 		SessionLifetime: time.Duration(m.SessionLifetime),
 	}
+	flow, err := oauth.NewHandler(oauth.HandlerConfig{
+		Manager:            m.manager,
+		CallbackPath:       m.callbackPath,
+		RedirectURI:        m.redirectURI,
+		LogoutPath:         m.LogoutPath,
+		LogoutRedirect:     m.LogoutRedirect,
+		CookieName:         m.CookieName,
+		CookiePath:         m.CookiePath,
+		CookieDomain:       m.CookieDomain,
+		Secure:             m.secure,
+		UserHeader:         headerOrNone(m.UserHeader),
+		OrganizationHeader: headerOrNone(m.OrganizationHeader),
+		Refuse:             refuse,
+		Report:             m.report,
+		RequestURI:         originalRequestURI,
+	})
+	if err != nil {
+		return fmt.Errorf("service_oauth: %w", err)
+	}
+	m.flow = flow
 	return nil
+}
+
+// headerOrNone is an upstream header name, or "" for "off".
+func headerOrNone(name string) string {
+	if name == oauthHeaderOff {
+		return ""
+	}
+	return name
 }
 
 // Validate checks the configuration.
@@ -273,8 +295,11 @@ func (m *ServiceOAuth) Validate() error {
 		return errors.New("service_oauth: session_lifetime and timeout must be positive")
 	case !strings.HasPrefix(m.LogoutPath, "/"):
 		return fmt.Errorf("service_oauth: logout_path %q must be a path starting with /", m.LogoutPath)
-	case !isCookieName(m.CookieName):
+	case m.CookieName == "" || (&http.Cookie{Name: m.CookieName}).Valid() != nil:
 		return fmt.Errorf("service_oauth: cookie_name %q is not a valid cookie name", m.CookieName)
+	}
+	if err := (&http.Cookie{Name: m.CookieName, Path: m.CookiePath, Domain: m.CookieDomain}).Valid(); err != nil {
+		return fmt.Errorf("service_oauth: cookie_path %q or cookie_domain %q is not valid in a cookie: %v", m.CookiePath, m.CookieDomain, err)
 	}
 	if !strings.HasPrefix(m.RedirectURI, "/") {
 		u, err := url.Parse(m.RedirectURI)
@@ -291,62 +316,6 @@ func (m *ServiceOAuth) Validate() error {
 	return nil
 }
 
-func isCookieName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c <= ' ' || c >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", c) {
-			return false
-		}
-	}
-	return true
-}
-
-// sweepOAuthStorage deletes, now and then every oauthSweepEvery until the
-// config is unloaded, the entries in storage that have surely ended:
-// logins not written for a login lifetime, sessions not written for a
-// session lifetime (a session is written when it starts and on every
-// refresh, and never lives longer than sessionLifetime). Entries the
-// browser never came back for are removed this way; the others are
-// removed when they end. Several instances sweeping at once is harmless.
-func sweepOAuthStorage(ctx caddy.Context, st certmagic.Storage, sessionLifetime time.Duration, logger *zap.Logger) {
-	tick := time.NewTicker(oauthSweepEvery)
-	defer tick.Stop()
-	for {
-		n := sweepStorageFolder(ctx, st, oauthLoginsPrefix, oauth.DefaultLoginLifetime) +
-			sweepStorageFolder(ctx, st, oauthStoragePrefix, sessionLifetime)
-		if n > 0 {
-			logger.Info("removed ended sessions and logins from storage", zap.Int("entries", n))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// sweepStorageFolder deletes the entries under prefix not written for
-// longer than maxAge, and returns how many it deleted.
-func sweepStorageFolder(ctx context.Context, st certmagic.Storage, prefix string, maxAge time.Duration) int {
-	keys, err := st.List(ctx, prefix, false)
-	if err != nil {
-		return 0
-	}
-	now, n := oauthNow(), 0
-	for _, key := range keys {
-		info, err := st.Stat(ctx, key)
-		if err != nil || !info.IsTerminal || now.Sub(info.Modified) <= maxAge {
-			continue
-		}
-		if st.Delete(ctx, key) == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // Cleanup releases this config's use of the pooled session store.
 func (m *ServiceOAuth) Cleanup() error {
 	if m.poolKey != "" {
@@ -355,186 +324,31 @@ func (m *ServiceOAuth) Cleanup() error {
 	return nil
 }
 
-// ServeHTTP answers the callback and logout paths, and passes requests of
-// a live session on with its access token.
+// ServeHTTP hands the request to the sign-in flow, which answers the
+// callback and logout paths and passes requests of a live session on.
 func (m *ServiceOAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	switch r.URL.Path {
-	case m.callbackPath:
-		return m.serveCallback(w, r)
-	case m.LogoutPath:
-		return m.serveLogout(w, r)
-	}
-	if id := cookieValue(r.Header, m.CookieName); id != "" {
-		s, err := m.manager.Session(r.Context(), id)
-		switch {
-		case err == nil:
-			m.passOn(r, s)
-			return next.ServeHTTP(w, r)
-		case errors.Is(err, oauth.ErrSessionEnded):
-			m.events.inc(oauthSessionRefused)
-			m.logger.Info("session ended: the service refused to refresh its tokens", zap.Error(err))
-			m.clearCookie(w, m.CookieName, m.CookiePath)
-		case errors.Is(err, oauth.ErrNoSession):
-			m.clearCookie(w, m.CookieName, m.CookiePath)
-		default:
-			m.logger.Error("session could not be read or refreshed", zap.Error(err))
-			w.Header().Set("Retry-After", "5")
-			return refuse(w, r, http.StatusServiceUnavailable,
-				"Your session could not be checked with the service just now. Please try again in a moment.")
-		}
-	}
-	return m.signIn(w, r)
+	return m.flow.Serve(w, r, next)
 }
 
-// passOn puts the session's access token and names on the request for the
-// handlers after this one, removing inbound copies, and keeps the session
-// cookies from the app.
-func (m *ServiceOAuth) passOn(r *http.Request, s oauth.Session) {
-	h := r.Header
-	setHeader(h, "Authorization", "Bearer "+s.AccessToken)
-	if m.UserHeader != oauthHeaderOff {
-		setHeader(h, m.UserHeader, s.UserID)
+// report counts an event of the flow and logs what went wrong with it.
+func (m *ServiceOAuth) report(ev oauth.Event, err error) {
+	m.events.inc(ev)
+	if err == nil {
+		return
 	}
-	if m.OrganizationHeader != oauthHeaderOff {
-		setHeader(h, m.OrganizationHeader, s.Organization)
-	}
-	stripCookies(h, m.CookieName, m.stateCookie)
-}
-
-// setHeader replaces every inbound value of a header with v (none when v is
-// empty), reusing the inbound slice when there is one.
-func setHeader(h http.Header, name, v string) {
-	key := http.CanonicalHeaderKey(name)
-	switch old := h[key]; {
-	case v == "":
-		delete(h, key)
-	case len(old) > 0:
-		old[0] = v
-		h[key] = old[:1]
+	var refused *oauth.RefusedError
+	switch {
+	case ev == oauth.SessionEnded:
+		m.logger.Info(ev.String(), zap.Error(err))
+	case errors.As(err, &refused):
+		m.logger.Warn("code exchange refused", zap.Int("status", refused.Status), zap.String("error", refused.Code))
+	case ev == oauth.LoginFailed:
+		m.logger.Error("code exchange failed", zap.Error(err))
+	case ev == oauth.Logout:
+		m.logger.Error("session could not be ended", zap.Error(err))
 	default:
-		h[key] = []string{v}
+		m.logger.Error(ev.String(), zap.Error(err))
 	}
-}
-
-// cookieValue finds a cookie in the Cookie header lines without parsing the
-// others. Values are taken as sent (session ids and states are URL-safe).
-func cookieValue(h http.Header, name string) string {
-	for _, line := range h["Cookie"] {
-		for len(line) > 0 {
-			var pair string
-			pair, line, _ = strings.Cut(line, ";")
-			pair = strings.TrimSpace(pair)
-			if len(pair) > len(name) && pair[len(name)] == '=' && pair[:len(name)] == name {
-				return strings.Trim(pair[len(name)+1:], `"`)
-			}
-		}
-	}
-	return ""
-}
-
-// stripCookies removes the named cookies from the Cookie header lines.
-func stripCookies(h http.Header, names ...string) {
-	lines := h["Cookie"]
-	found, others := false, false
-	for _, line := range lines {
-		for part := range strings.SplitSeq(line, ";") {
-			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-			if slices.Contains(names, name) {
-				found = true
-			} else if name != "" {
-				others = true
-			}
-		}
-	}
-	if !found {
-		return
-	}
-	if !others {
-		h.Del("Cookie")
-		return
-	}
-	kept := make([]string, 0, len(lines))
-	for _, line := range lines {
-		var b strings.Builder
-		for part := range strings.SplitSeq(line, ";") {
-			pair := strings.TrimSpace(part)
-			if pair == "" {
-				continue
-			}
-			name, _, _ := strings.Cut(pair, "=")
-			if slices.Contains(names, name) {
-				continue
-			}
-			if b.Len() > 0 {
-				b.WriteString("; ")
-			}
-			b.WriteString(pair)
-		}
-		if b.Len() > 0 {
-			kept = append(kept, b.String())
-		}
-	}
-	if len(kept) == 0 {
-		h.Del("Cookie")
-		return
-	}
-	h["Cookie"] = kept
-}
-
-// wantsHTML tells a browser from an API client.
-func wantsHTML(r *http.Request) bool {
-	for _, v := range r.Header.Values("Accept") {
-		if strings.Contains(v, "text/html") {
-			return true
-		}
-	}
-	return false
-}
-
-// signIn answers a request without a session: browsers are sent to sign
-// in, API clients get 401.
-func (m *ServiceOAuth) signIn(w http.ResponseWriter, r *http.Request) error {
-	if !wantsHTML(r) {
-		m.events.inc(oauthUnauthenticated)
-		w.Header().Set("Cache-Control", "no-store")
-		return refuse(w, r, http.StatusUnauthorized,
-			"Sign in with the service first: this address needs a session, and the request has none.")
-	}
-	returnTo, status := "/", http.StatusSeeOther
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		returnTo, status = safeReturn(originalRequestURI(r)), http.StatusFound
-	}
-	state, authorizeURL, err := m.manager.Begin(r.Context(), m.redirectFor(r), returnTo)
-	if err != nil {
-		m.logger.Error("login could not be started", zap.Error(err))
-		return refuse(w, r, http.StatusServiceUnavailable, "Signing in is not possible just now. Please try again in a moment.")
-	}
-	m.events.inc(oauthLoginStarted)
-	http.SetCookie(w, &http.Cookie{
-		Name:     m.stateCookie,
-		Value:    state,
-		Path:     m.callbackPath,
-		MaxAge:   oauthLoginLifetimeSecond,
-		HttpOnly: true,
-		Secure:   m.secure,
-		SameSite: http.SameSiteLaxMode,
-	})
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Location", authorizeURL)
-	w.WriteHeader(status)
-	return nil
-}
-
-// redirectFor is the absolute redirect_uri for a request.
-func (m *ServiceOAuth) redirectFor(r *http.Request) string {
-	if m.redirectURI != "" {
-		return m.redirectURI
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + m.callbackPath
 }
 
 // originalRequestURI is the path and query the client asked for, before
@@ -544,160 +358,6 @@ func originalRequestURI(r *http.Request) string {
 		return orig.URL.RequestURI()
 	}
 	return r.URL.RequestURI()
-}
-
-// safeReturn keeps only same-site relative paths: "/x" stays, while
-// "//host/x", "/\host", absolute URLs and anything with control characters
-// become "/", so the return after login is never an open redirect.
-func safeReturn(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") {
-		return "/"
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] < 0x20 || p[i] == 0x7f || p[i] == '\\' {
-			return "/"
-		}
-	}
-	return p
-}
-
-// serveCallback finishes a login.
-func (m *ServiceOAuth) serveCallback(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		return refuse(w, r, http.StatusMethodNotAllowed, "The sign-in callback takes GET.")
-	}
-	q := r.URL.Query()
-	state := q.Get("state")
-	bound := ""
-	if c, err := r.Cookie(m.stateCookie); err == nil {
-		bound = c.Value
-	}
-	m.clearCookie(w, m.stateCookie, m.callbackPath)
-
-	if oauthErr := q.Get("error"); oauthErr != "" {
-		returnTo, ok := m.manager.Abandon(r.Context(), state, bound)
-		if !ok {
-			returnTo = "/"
-		}
-		if oauthErr == "access_denied" {
-			m.events.inc(oauthLoginDeclined)
-			writeOAuthPage(w, http.StatusForbidden, "Sign-in declined",
-				"You declined to let this app use your account, so it cannot be opened.", returnTo)
-			return nil
-		}
-		m.events.inc(oauthLoginFailed)
-		writeOAuthPage(w, http.StatusBadRequest, "Sign-in failed",
-			"The service could not sign you in ("+oauthErrorCode(oauthErr)+").", returnTo)
-		return nil
-	}
-
-	id, s, err := m.manager.Complete(r.Context(), state, bound, q.Get("code"))
-	var refused *oauth.RefusedError
-	switch {
-	case err == nil:
-	case errors.Is(err, oauth.ErrBadState):
-		m.events.inc(oauthLoginBadState)
-		// Back to a used callback with the back button: a browser that
-		// is signed in already just goes on.
-		if id := cookieValue(r.Header, m.CookieName); id != "" {
-			if _, err := m.manager.Session(r.Context(), id); err == nil {
-				w.Header().Set("Cache-Control", "no-store")
-				w.Header().Set("Location", "/")
-				w.WriteHeader(http.StatusSeeOther)
-				return nil
-			}
-		}
-		writeOAuthPage(w, http.StatusBadRequest, "Sign-in link expired",
-			"This sign-in link is not valid here any more: it was already used, it expired, or it was started in another browser.", "/")
-		return nil
-	case errors.As(err, &refused):
-		m.events.inc(oauthLoginFailed)
-		m.logger.Warn("code exchange refused", zap.Int("status", refused.Status), zap.String("error", refused.Code))
-		writeOAuthPage(w, http.StatusForbidden, "Sign-in refused",
-			"The service did not accept this sign-in. It may have taken too long.", "/")
-		return nil
-	default:
-		m.events.inc(oauthLoginFailed)
-		m.logger.Error("code exchange failed", zap.Error(err))
-		writeOAuthPage(w, http.StatusBadGateway, "Sign-in failed",
-			"The service could not be reached to finish signing you in.", "/")
-		return nil
-	}
-	m.events.inc(oauthLoginCompleted)
-	http.SetCookie(w, &http.Cookie{
-		Name:     m.CookieName,
-		Value:    id,
-		Path:     m.CookiePath,
-		Domain:   m.CookieDomain,
-		MaxAge:   int(time.Duration(m.SessionLifetime) / time.Second),
-		HttpOnly: true,
-		Secure:   m.secure,
-		SameSite: http.SameSiteLaxMode,
-	})
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Location", safeReturn(s.ReturnTo))
-	w.WriteHeader(http.StatusSeeOther)
-	return nil
-}
-
-// oauthErrorCode keeps an error code from the query only when it looks like
-// one, so the page never reflects arbitrary text.
-func oauthErrorCode(s string) string {
-	if len(s) > 40 {
-		return "error"
-	}
-	for _, c := range s {
-		if (c < 'a' || c > 'z') && c != '_' {
-			return "error"
-		}
-	}
-	return s
-}
-
-// serveLogout forgets the session and sends the user on.
-func (m *ServiceOAuth) serveLogout(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, HEAD, POST")
-		return refuse(w, r, http.StatusMethodNotAllowed, "Sign out with GET or POST.")
-	}
-	m.events.inc(oauthLogout)
-	if c, err := r.Cookie(m.CookieName); err == nil {
-		if err := m.manager.End(context.WithoutCancel(r.Context()), c.Value); err != nil {
-			m.logger.Error("session could not be ended", zap.Error(err))
-		}
-	}
-	m.clearCookie(w, m.CookieName, m.CookiePath)
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Location", m.LogoutRedirect)
-	w.WriteHeader(http.StatusSeeOther)
-	return nil
-}
-
-func (m *ServiceOAuth) clearCookie(w http.ResponseWriter, name, path string) {
-	c := &http.Cookie{Name: name, Path: path, MaxAge: -1, HttpOnly: true, Secure: m.secure, SameSite: http.SameSiteLaxMode}
-	if name == m.CookieName {
-		c.Domain = m.CookieDomain
-	}
-	http.SetCookie(w, c)
-}
-
-var oauthPage = template.Must(template.New("oauth").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title></head>
-<body><h1>{{.Title}}</h1><p>{{.Message}}</p>
-<p><a href="{{.Again}}">Try again</a></p></body></html>
-`))
-
-// writeOAuthPage writes a small page for a person in a browser, with a link
-// to try again.
-func writeOAuthPage(w http.ResponseWriter, status int, title, message, again string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'none'")
-	w.WriteHeader(status)
-	_ = oauthPage.Execute(w, struct{ Title, Message, Again string }{title, message, safeReturn(again)})
 }
 
 var (

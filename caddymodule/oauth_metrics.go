@@ -2,33 +2,22 @@ package caddymodule
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/servicegate/servicegate/oauth"
 )
 
-// oauthEvent is a step of the sign-in flow or the end of a session; it is
-// the event label of servicegate_oauth_events_total.
-type oauthEvent int
-
-const (
-	oauthLoginStarted    oauthEvent = iota // a browser was sent to sign in
-	oauthLoginCompleted                    // the code was exchanged, a session began
-	oauthLoginDeclined                     // the user declined (access_denied)
-	oauthLoginFailed                       // the service answered another error, or the exchange failed
-	oauthLoginBadState                     // the callback's state was unknown, used, or another browser's
-	oauthUnauthenticated                   // an API client without a session got 401
-	oauthSessionRefused                    // the refresh was refused: the session ended
-	oauthLogout                            // the user signed out
-	numOAuthEvents
-)
-
-var oauthEventNames = [numOAuthEvents]string{
-	oauthLoginStarted:    "login_started",
-	oauthLoginCompleted:  "login_completed",
-	oauthLoginDeclined:   "login_declined",
-	oauthLoginFailed:     "login_failed",
-	oauthLoginBadState:   "login_bad_state",
-	oauthUnauthenticated: "unauthenticated_api",
-	oauthSessionRefused:  "session_refresh_refused",
-	oauthLogout:          "logout",
+// oauthEventNames are the event labels of servicegate_oauth_events_total,
+// by event of the sign-in flow; events without a name are logged, not
+// counted.
+var oauthEventNames = [oauth.NumEvents]string{
+	oauth.LoginStarted:    "login_started",
+	oauth.LoginCompleted:  "login_completed",
+	oauth.LoginDeclined:   "login_declined",
+	oauth.LoginFailed:     "login_failed",
+	oauth.LoginBadState:   "login_bad_state",
+	oauth.Unauthenticated: "unauthenticated_api",
+	oauth.SessionEnded:    "session_refresh_refused",
+	oauth.Logout:          "logout",
 }
 
 // oauthEventsTotal counts the events of all service_oauth handlers of the
@@ -41,20 +30,22 @@ var oauthEventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help:      "Sign-in flow steps and session ends seen by service_oauth, by event.",
 }, []string{"event"})
 
-// oauthEvents holds the counter of each event, looked up once.
-type oauthEvents [numOAuthEvents]prometheus.Counter
+// oauthEvents holds the counter of each counted event, looked up once.
+type oauthEvents [oauth.NumEvents]prometheus.Counter
 
 func newOAuthEvents(reg prometheus.Registerer) oauthEvents {
 	vec := registerCollector(reg, oauthEventsTotal)
 	var e oauthEvents
-	for i := range e {
-		e[i] = vec.WithLabelValues(oauthEventNames[i])
+	for i, name := range oauthEventNames {
+		if name != "" {
+			e[i] = vec.WithLabelValues(name)
+		}
 	}
 	return e
 }
 
-func (e *oauthEvents) inc(ev oauthEvent) {
-	if c := e[ev]; c != nil {
-		c.Inc()
+func (e *oauthEvents) inc(ev oauth.Event) {
+	if ev >= 0 && ev < oauth.NumEvents && e[ev] != nil {
+		e[ev].Inc()
 	}
 }

@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/servicegate/servicegate/oauth"
 )
@@ -133,96 +140,9 @@ func TestServiceOAuthProvisionSecret(t *testing.T) {
 	}
 	defer m.Cleanup()
 	if m.manager.Client.ClientSecret != "s3cret-value" || m.manager.Client.AuthURL != "https://a.example" ||
-		m.callbackPath != oauthDefaultCallback || m.LogoutPath != oauthDefaultLogout || !m.secure ||
-		m.stateCookie != "servicegate_session_state" || m.UserHeader != "X-Service-User-Id" || m.OrganizationHeader != "X-Service-Domain" {
+		m.callbackPath != oauthDefaultCallback || m.LogoutPath != oauthDefaultLogout || !m.secure || m.flow == nil ||
+		m.CookieName+oauth.StateCookieSuffix != "servicegate_session_state" || m.UserHeader != "X-Service-User-Id" || m.OrganizationHeader != "X-Service-Domain" {
 		t.Fatalf("provisioned %+v", m)
-	}
-}
-
-func TestSafeReturn(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"/", "/"},
-		{"/reports?year=2026", "/reports?year=2026"},
-		{"/a/b#frag", "/a/b#frag"},
-		{"", "/"},
-		{"//evil.example", "/"},
-		{"///evil.example", "/"},
-		{"/\\evil.example", "/"},
-		{"/a\\b", "/"},
-		{"https://evil.example/", "/"},
-		{"evil.example", "/"},
-		{"javascript:alert(1)", "/"},
-		{"/\t/evil.example", "/"},
-		{"/a\r\nSet-Cookie: x", "/"},
-		{"/%2F%2Fevil.example", "/%2F%2Fevil.example"},
-	}
-	for _, tt := range tests {
-		if got := safeReturn(tt.in); got != tt.want {
-			t.Errorf("safeReturn(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
-func FuzzSafeReturn(f *testing.F) {
-	for _, s := range []string{"/", "//evil.example", "/\\x", "/ok?a=b", "https://x", "/\x00"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, in string) {
-		got := safeReturn(in)
-		if got != "/" && got != in {
-			t.Fatalf("safeReturn changed %q into %q", in, got)
-		}
-		if !strings.HasPrefix(got, "/") || strings.HasPrefix(got, "//") || strings.ContainsAny(got, "\\\r\n\t") {
-			t.Fatalf("safeReturn(%q) = %q is not a same-site path", in, got)
-		}
-	})
-}
-
-func TestStripCookies(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []string
-		want []string
-	}{
-		{"none of ours", []string{"theme=dark; lang=en"}, []string{"theme=dark; lang=en"}},
-		{"only ours", []string{"sid=abc; sid_state=def"}, nil},
-		{"mixed", []string{"theme=dark; sid=abc; lang=en"}, []string{"theme=dark; lang=en"}},
-		{"several lines", []string{"sid=abc", "theme=dark"}, []string{"theme=dark"}},
-		{"prefix is not ours", []string{"sidebar=1; sid=2"}, []string{"sidebar=1"}},
-		{"no header", nil, nil},
-		{"spaces and empty parts", []string{" theme=dark ;; sid=abc ;"}, []string{"theme=dark"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			if tt.in != nil {
-				h["Cookie"] = tt.in
-			}
-			stripCookies(h, "sid", "sid_state")
-			if strings.Join(h["Cookie"], "|") != strings.Join(tt.want, "|") || (tt.want == nil && h["Cookie"] != nil) {
-				t.Fatalf("Cookie %q, want %q", h["Cookie"], tt.want)
-			}
-		})
-	}
-}
-
-func TestCookieValue(t *testing.T) {
-	tests := []struct {
-		lines []string
-		want  string
-	}{
-		{[]string{"sid=abc"}, "abc"},
-		{[]string{"theme=dark; sid=abc; lang=en"}, "abc"},
-		{[]string{"theme=dark", "sid=abc"}, "abc"},
-		{[]string{"sidebar=1; sid_state=2"}, ""},
-		{[]string{`sid="abc"`}, "abc"},
-		{[]string{"sid="}, ""},
-		{nil, ""},
-	}
-	for _, tt := range tests {
-		if got := cookieValue(http.Header{"Cookie": tt.lines}, "sid"); got != tt.want {
-			t.Errorf("cookieValue(%q) = %q, want %q", tt.lines, got, tt.want)
-		}
 	}
 }
 
@@ -320,5 +240,83 @@ func TestSweepOAuthStorage(t *testing.T) {
 	}
 	if n := sweepStorageFolder(ctx, st, "servicegate/nothing-here", time.Hour); n != 0 {
 		t.Fatalf("an empty folder: swept %d", n)
+	}
+}
+
+// TestServiceOAuthAcceptByWeight: a client that names text/html but prefers
+// JSON gets 401, as service_subscription gives it JSON; before, any
+// mention of text/html got a redirect.
+func TestServiceOAuthAcceptByWeight(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	m := &ServiceOAuth{ClientID: "c", ClientSecret: "s", AuthURL: "https://a.example", Scopes: []string{"p"}, MaxSessions: 19}
+	if err := m.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Cleanup()
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		t.Fatal("a request without a session went on")
+		return nil
+	})
+	for accept, want := range map[string]int{
+		"application/json, text/html;q=0.1": http.StatusUnauthorized,
+		"text/html;q=0, */*":                http.StatusUnauthorized,
+		"*/*":                               http.StatusUnauthorized,
+		"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8": http.StatusFound,
+		"application/json;q=0.5, text/html":                               http.StatusFound,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/x", nil)
+		r.Header.Set("Accept", accept)
+		w := httptest.NewRecorder()
+		if err := m.ServeHTTP(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+		if w.Code != want {
+			t.Errorf("Accept %q: status %d, want %d", accept, w.Code, want)
+		}
+		if want == http.StatusUnauthorized && !strings.HasSuffix(w.Body.String(), "}\n") {
+			t.Errorf("Accept %q: body %q is not a JSON refusal ending with a newline", accept, w.Body)
+		}
+	}
+}
+
+// TestServiceOAuthReportLogs: the flow's failures reach the log with what
+// failed, and its steps the counters; a refused exchange logs only its
+// status and code.
+func TestServiceOAuthReportLogs(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	m := &ServiceOAuth{logger: zap.New(core)}
+	m.events = newOAuthEvents(prometheus.NewRegistry())
+	before := testutil.ToFloat64(oauthEventsTotal.WithLabelValues("login_failed"))
+	m.report(oauth.LoginFailed, fmt.Errorf("code exchange: %w", &oauth.RefusedError{Status: 400, Code: "invalid_grant"}))
+	m.report(oauth.LoginFailed, errors.New("code exchange: connection refused"))
+	m.report(oauth.SessionEnded, oauth.ErrSessionEnded)
+	m.report(oauth.SessionUnavailable, errors.New("reading a session: disk gone"))
+	m.report(oauth.Logout, errors.New("ending a session: disk gone"))
+	m.report(oauth.LoginStarted, nil)
+	if got := testutil.ToFloat64(oauthEventsTotal.WithLabelValues("login_failed")) - before; got != 2 {
+		t.Fatalf("login_failed counted %v times, want 2", got)
+	}
+	want := []struct {
+		level zapcore.Level
+		msg   string
+	}{
+		{zap.WarnLevel, "code exchange refused"},
+		{zap.ErrorLevel, "code exchange failed"},
+		{zap.InfoLevel, "session ended: the service refused to refresh its tokens"},
+		{zap.ErrorLevel, "session could not be read or refreshed"},
+		{zap.ErrorLevel, "session could not be ended"},
+	}
+	entries := logs.All()
+	if len(entries) != len(want) {
+		t.Fatalf("%d log lines, want %d: %v", len(entries), len(want), entries)
+	}
+	for i, w := range want {
+		if entries[i].Level != w.level || entries[i].Message != w.msg {
+			t.Errorf("line %d: %v %q, want %v %q", i, entries[i].Level, entries[i].Message, w.level, w.msg)
+		}
+	}
+	if f := entries[0].ContextMap(); f["status"] != int64(400) || f["error"] != "invalid_grant" {
+		t.Errorf("refused exchange fields %v", f)
 	}
 }

@@ -1,29 +1,17 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/servicegate/servicegate/respond"
 )
 
 // errorBody is the shape of every refusal servicegate writes:
-// {"error":{"message":"…"}}, the shape the service shows to its users.
-type errorBody struct {
-	Error struct {
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// jsonError returns the JSON refusal body for a message.
-func jsonError(message string) []byte {
-	var b errorBody
-	b.Error.Message = message
-	out, _ := json.Marshal(b) // a struct of strings always marshals
-	return out
-}
+// {"error":{"message":"…"}}.
+type errorBody = respond.ErrorBody
 
 // refuse answers a refused request. When the server has handle_errors routes
 // it returns a caddyhttp.Error carrying status and message so those routes
@@ -38,19 +26,8 @@ func refuse(w http.ResponseWriter, r *http.Request, status int, message string) 
 	if hasErrorRoutes(r) {
 		return caddyhttp.Error(status, errors.New(message))
 	}
-	writeJSON(w, status, jsonError(message))
+	respond.Error(w, status, message)
 	return nil
-}
-
-// writeJSON writes a complete JSON answer.
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 // hasErrorRoutes reports whether the server handling r has handle_errors

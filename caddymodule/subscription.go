@@ -2,12 +2,9 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/subscription"
 	"github.com/servicegate/servicegate/token"
 )
@@ -397,31 +395,20 @@ func writePaymentRequired(w http.ResponseWriter, r *http.Request, message, link 
 	if link != "" {
 		w.Header().Set("Location", link)
 	}
-	if !prefersHTML(r.Header.Values("Accept")) {
+	if !respond.WantsHTML(r.Header) {
 		var b paymentRequiredBody
 		b.Error.Message = message
 		b.SubscribeLink = link
-		out, _ := json.Marshal(b) // strings always marshal
-		writeJSON(w, http.StatusPaymentRequired, out)
+		out, _ := respond.MarshalJSON(b) // strings always marshal
+		respond.JSON(w, http.StatusPaymentRequired, out)
 		return
 	}
-	var page strings.Builder
-	page.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>Subscription needed</title></head>\n<body>\n<h1>Subscription needed</h1>\n<p>")
-	page.WriteString(html.EscapeString(message))
-	page.WriteString("</p>\n")
-	if link != "" {
-		page.WriteString(`<p><a href="`)
-		page.WriteString(html.EscapeString(link))
-		page.WriteString(`">Subscribe</a></p>` + "\n")
-	}
-	page.WriteString("</body>\n</html>\n")
-	hd := w.Header()
-	hd.Set("Content-Type", "text/html; charset=utf-8")
-	hd.Set("Content-Length", strconv.Itoa(page.Len()))
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusPaymentRequired)
-	_, _ = w.Write([]byte(page.String()))
+	respond.WritePage(w, http.StatusPaymentRequired, respond.Page{
+		Title:    "Subscription needed",
+		Message:  message,
+		Link:     link,
+		LinkText: "Subscribe",
+	})
 }
 
 // expandBase expands the request placeholders of base_url and validates the
@@ -473,37 +460,6 @@ func subscriptionBearerToken(header string) string {
 		return ""
 	}
 	return tok
-}
-
-// prefersHTML reports whether a client sending these Accept header values
-// prefers an HTML page to JSON: text/html is acceptable and weighs at least
-// as much as any media range that matches application/json.
-func prefersHTML(accept []string) bool {
-	var qHTML, qJSON float64 = 0, -1
-	for _, value := range accept {
-		for part := range strings.SplitSeq(value, ",") {
-			media, params, _ := strings.Cut(part, ";")
-			media = strings.ToLower(strings.TrimSpace(media))
-			q := 1.0
-			for p := range strings.SplitSeq(params, ";") {
-				name, v, ok := strings.Cut(strings.TrimSpace(p), "=")
-				if ok && strings.EqualFold(strings.TrimSpace(name), "q") {
-					f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					if err != nil || f < 0 || f > 1 {
-						f = 0
-					}
-					q = f
-				}
-			}
-			switch media {
-			case "text/html":
-				qHTML = max(qHTML, q)
-			case "application/json", "application/*", "*/*":
-				qJSON = max(qJSON, q)
-			}
-		}
-	}
-	return qHTML > 0 && qHTML >= qJSON
 }
 
 // Interface guards.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/servicegate/servicegate/respond"
 )
 
 func init() {
@@ -71,11 +73,11 @@ func forgetSubscriptions(w http.ResponseWriter, r *http.Request) error {
 		}
 		return true
 	})
-	out, _ := json.Marshal(struct {
+	out, _ := respond.MarshalJSON(struct {
 		Organization string `json:"organization"`
 		Forgotten    int    `json:"forgotten"`
 	}{org, forgotten})
-	writeJSON(w, http.StatusOK, out)
+	respond.JSON(w, http.StatusOK, out)
 	return nil
 }
 

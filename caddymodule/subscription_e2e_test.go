@@ -367,7 +367,7 @@ localhost:{port} {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != `{"organization":"acme","forgotten":1}` {
+	if resp.StatusCode != 200 || string(body) != `{"organization":"acme","forgotten":1}`+"\n" {
 		t.Fatalf("forget: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := subscriptionGet(t, tester.Client, "/api/x", "member-2", org, "acme"); resp.StatusCode != 200 {
@@ -381,7 +381,7 @@ localhost:{port} {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != `{"organization":"acme","forgotten":1}` {
+	if resp.StatusCode != 200 || string(body) != `{"organization":"acme","forgotten":1}`+"\n" {
 		t.Fatalf("forget by POST: %d %s", resp.StatusCode, body)
 	}
 	for _, r := range []*http.Request{

@@ -493,43 +493,6 @@ func TestSubscriptionProvisionAndValidate(t *testing.T) {
 	}
 }
 
-func TestSubscriptionPrefersHTML(t *testing.T) {
-	tests := []struct {
-		accept string
-		want   bool
-	}{
-		{"", false},
-		{"*/*", false},
-		{"application/json", false},
-		{"text/html", true},
-		{"TEXT/HTML", true},
-		{"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", true},
-		{"application/json, text/plain, */*", false},
-		{"application/json;q=0.9, text/html", true},
-		{"application/json, text/html;q=0.5", false},
-		{"text/html;q=0", false},
-		{"text/html;q=abc", false},
-		{"text/html ; q=0.7, */*;q=0.1", true},
-	}
-	for _, tt := range tests {
-		if got := prefersHTML([]string{tt.accept}); got != tt.want {
-			t.Errorf("prefersHTML(%q) = %v, want %v", tt.accept, got, tt.want)
-		}
-	}
-}
-
-func FuzzSubscriptionPrefersHTML(f *testing.F) {
-	f.Add("text/html,application/xhtml+xml,*/*;q=0.8")
-	f.Add("application/json;q=0.9, text/html;q=")
-	f.Add(";;,,q=1")
-	f.Fuzz(func(t *testing.T, accept string) {
-		got := prefersHTML([]string{accept})
-		if got && !strings.Contains(strings.ToLower(accept), "text/html") {
-			t.Fatalf("HTML chosen for %q", accept)
-		}
-	})
-}
-
 func TestSubscriptionBearerToken(t *testing.T) {
 	tests := map[string]string{
 		"Bearer abc":        "abc",

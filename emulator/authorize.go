@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/servicegate/servicegate/respond"
 )
 
 // authorizeRequest is the authorization request, from the query of GET or
@@ -144,30 +146,21 @@ func (s *Server) redirectWith(w http.ResponseWriter, r *http.Request, req author
 	w.WriteHeader(http.StatusFound)
 }
 
-var pageHeaders = map[string]string{
-	"Content-Type":            "text/html; charset=utf-8",
-	"Cache-Control":           "no-store",
-	"X-Content-Type-Options":  "nosniff",
-	"X-Frame-Options":         "DENY",
-	"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-}
+// emulatorNote is the small print of the emulator's pages.
+const emulatorNote = "Service emulator: a development stand-in for the service."
 
+// writePage writes a page of the emulator with the headers of every page
+// servicegate writes.
 func writePage(w http.ResponseWriter, status int, t *template.Template, data any) {
-	for k, v := range pageHeaders {
-		w.Header().Set(k, v)
-	}
+	respond.SetPageHeaders(w.Header())
 	w.WriteHeader(status)
 	_ = t.Execute(w, data)
 }
 
-var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Authorization error</title></head>
-<body><h1>Authorization error</h1><p>{{.}}</p>
-<p><small>Service emulator: a development stand-in for the service.</small></p></body></html>
-`))
-
+// writeErrorPage writes a page that says why an authorization request
+// was not answered.
 func writeErrorPage(w http.ResponseWriter, status int, message string) {
-	writePage(w, status, errorPage, message)
+	respond.WritePage(w, status, respond.Page{Title: "Authorization error", Message: message, Note: emulatorNote})
 }
 
 var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
@@ -189,7 +182,7 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 <p><button type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="decline">Decline</button></p>
 </form>
-<p><small>Service emulator: a development stand-in for the service.</small></p>
+<p><small>{{.Note}}</small></p>
 </body></html>
 `))
 
@@ -200,5 +193,6 @@ func (s *Server) writeConsentPage(w http.ResponseWriter, req authorizeRequest, o
 		Organizations                       []Organization
 		Chosen                              string
 		User                                int64
-	}{req.clientID, req.redirectURI, req.scope, req.state, req.hasState, s.cfg.Organizations, org.Domain, user})
+		Note                                string
+	}{req.clientID, req.redirectURI, req.scope, req.state, req.hasState, s.cfg.Organizations, org.Domain, user, emulatorNote})
 }

@@ -8,7 +8,8 @@
 //
 //	GET  /oauth/authorize   consent page; decision=approve|decline answers at once
 //	POST /oauth/authorize   the consent page's form
-//	POST /oauth/token       authorization_code and refresh_token grants (JSON body)
+//	POST /oauth/token       authorization_code and refresh_token grants: a JSON
+//	                        or form body; the client in the body or in HTTP Basic
 //	GET  /api/v2/applications/{id}/subscription
 //
 // Access tokens are HS256 JWTs signed with the client secret (see

@@ -10,12 +10,18 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
+	"net/url"
 	"time"
+
+	"github.com/servicegate/servicegate/respond"
 )
 
-// maxTokenBody caps the token request's JSON body.
+// maxTokenBody caps the token request's body.
 const maxTokenBody = 64 << 10
+
+// basicChallenge is the WWW-Authenticate header of a 401 answer to a client
+// that authenticated with HTTP Basic (RFC 6749 §5.2).
+const basicChallenge = `Basic realm="service-emulator", charset="UTF-8"`
 
 // codeGrant is an issued authorization code.
 type codeGrant struct {
@@ -36,7 +42,8 @@ type refreshGrant struct {
 	family string
 }
 
-// tokenRequest is the JSON body of POST /oauth/token.
+// tokenRequest is a request of POST /oauth/token, from its JSON or form
+// body and its client authentication.
 type tokenRequest struct {
 	GrantType    string `json:"grant_type"`
 	ClientID     string `json:"client_id"`
@@ -44,6 +51,10 @@ type tokenRequest struct {
 	RedirectURI  string `json:"redirect_uri"`
 	Code         string `json:"code"`
 	RefreshToken string `json:"refresh_token"`
+
+	// basic: the client authenticated with HTTP Basic, so a failed
+	// authentication is answered with a Basic challenge.
+	basic bool
 }
 
 // tokenResponse is the service's token response.
@@ -59,24 +70,33 @@ type oauthError struct {
 	status      int
 	code        string
 	description string
+	challenge   string // WWW-Authenticate of the answer, if any
 }
 
 func (e *oauthError) Error() string { return e.code + ": " + e.description }
 
 func invalidRequest(description string) *oauthError {
-	return &oauthError{http.StatusBadRequest, "invalid_request", description}
+	return &oauthError{status: http.StatusBadRequest, code: "invalid_request", description: description}
 }
 
 func invalidGrant(description string) *oauthError {
-	return &oauthError{http.StatusBadRequest, "invalid_grant", description}
+	return &oauthError{status: http.StatusBadRequest, code: "invalid_grant", description: description}
 }
 
-var errInvalidClient = &oauthError{http.StatusUnauthorized, "invalid_client", "unknown client or wrong client secret"}
+var (
+	errInvalidClient = &oauthError{status: http.StatusUnauthorized, code: "invalid_client",
+		description: "unknown client or wrong client secret"}
+	errInvalidBasicClient = &oauthError{status: http.StatusUnauthorized, code: "invalid_client",
+		description: "unknown client or wrong client secret", challenge: basicChallenge}
+	errTooLarge = &oauthError{status: http.StatusRequestEntityTooLarge, code: "invalid_request",
+		description: "the request body is larger than 64 KiB"}
+)
 
 func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeOAuthError(w, &oauthError{http.StatusMethodNotAllowed, "invalid_request", "the token endpoint takes POST"})
+		writeOAuthError(w, &oauthError{status: http.StatusMethodNotAllowed, code: "invalid_request",
+			description: "the token endpoint takes POST"})
 		return
 	}
 	req, oerr := readTokenRequest(w, r)
@@ -93,25 +113,41 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// readTokenRequest reads and decodes the JSON body, capped at maxTokenBody.
+// readTokenRequest reads the body, capped at maxTokenBody: JSON, as the
+// service's interface describes, or form-encoded, as OAuth clients send it
+// (RFC 6749 §4.1.3, §6); then the client's HTTP Basic authentication, if
+// it sent one (§2.3.1).
 func readTokenRequest(w http.ResponseWriter, r *http.Request) (tokenRequest, *oauthError) {
 	var req tokenRequest
 	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "application/json" {
-		return req, invalidRequest("the request body must be JSON with the content type application/json")
+	form := mediaType == "application/x-www-form-urlencoded"
+	if err != nil || (mediaType != "application/json" && !form) {
+		return req, invalidRequest("the request body must be JSON (application/json) or a form (application/x-www-form-urlencoded)")
 	}
 	if r.ContentLength > maxTokenBody {
-		return req, &oauthError{http.StatusRequestEntityTooLarge, "invalid_request", "the request body is larger than 64 KiB"}
+		return req, errTooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTokenBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return req, &oauthError{http.StatusRequestEntityTooLarge, "invalid_request", "the request body is larger than 64 KiB"}
+			return req, errTooLarge
 		}
 		return req, invalidRequest("the request body could not be read")
 	}
-	return req, decodeTokenRequest(body, &req)
+	var oerr *oauthError
+	if form {
+		oerr = decodeTokenForm(body, &req)
+	} else {
+		oerr = decodeTokenRequest(body, &req)
+	}
+	if oerr != nil {
+		return req, oerr
+	}
+	if _, ok := r.Header["Authorization"]; ok {
+		return req, basicClient(r.Header, &req)
+	}
+	return req, nil
 }
 
 // decodeTokenRequest decodes one JSON object of string fields, and nothing
@@ -127,19 +163,75 @@ func decodeTokenRequest(body []byte, req *tokenRequest) *oauthError {
 	return nil
 }
 
+// decodeTokenForm decodes a form body. A parameter sent twice is refused
+// (RFC 6749 §3.2); parameters the endpoint does not know are ignored.
+func decodeTokenForm(body []byte, req *tokenRequest) *oauthError {
+	values, err := url.ParseQuery(string(body))
+	if err != nil {
+		return invalidRequest("the request body is not a valid form")
+	}
+	for name, field := range map[string]*string{
+		"grant_type":    &req.GrantType,
+		"client_id":     &req.ClientID,
+		"client_secret": &req.ClientSecret,
+		"redirect_uri":  &req.RedirectURI,
+		"code":          &req.Code,
+		"refresh_token": &req.RefreshToken,
+	} {
+		switch v := values[name]; len(v) {
+		case 0:
+		case 1:
+			*field = v[0]
+		default:
+			return invalidRequest(name + " is sent more than once")
+		}
+	}
+	return nil
+}
+
+// basicClient takes the client's credentials from an Authorization header:
+// HTTP Basic, with client_id and client_secret form-encoded (RFC 6749
+// §2.3.1). A header that is not such is a failed authentication (401 with
+// a Basic challenge); credentials in the body as well are two
+// authentication methods at once, which RFC 6749 §2.3 forbids. The body
+// may name the same client_id.
+func basicClient(h http.Header, req *tokenRequest) *oauthError {
+	r := http.Request{Header: h}
+	user, pass, ok := r.BasicAuth()
+	if !ok || len(h["Authorization"]) != 1 {
+		return errInvalidBasicClient
+	}
+	id, err1 := url.QueryUnescape(user)
+	secret, err2 := url.QueryUnescape(pass)
+	if err1 != nil || err2 != nil || id == "" {
+		return errInvalidBasicClient
+	}
+	if req.ClientSecret != "" {
+		return invalidRequest("the client authenticated twice: with HTTP Basic and with client_secret in the body; use one")
+	}
+	if req.ClientID != "" && req.ClientID != id {
+		return invalidRequest("client_id in the body differs from the client of the Authorization header")
+	}
+	req.ClientID, req.ClientSecret, req.basic = id, secret, true
+	return nil
+}
+
 // grant runs one token request.
 func (s *Server) grant(req tokenRequest) (tokenResponse, *oauthError) {
 	if req.GrantType == "" {
 		return tokenResponse{}, invalidRequest("grant_type is missing")
 	}
 	if req.GrantType != "authorization_code" && req.GrantType != "refresh_token" {
-		return tokenResponse{}, &oauthError{http.StatusBadRequest, "unsupported_grant_type",
-			"grant_type must be authorization_code or refresh_token"}
+		return tokenResponse{}, &oauthError{status: http.StatusBadRequest, code: "unsupported_grant_type",
+			description: "grant_type must be authorization_code or refresh_token"}
 	}
 	if req.ClientID == "" || req.ClientSecret == "" {
 		return tokenResponse{}, invalidRequest("client_id and client_secret are required")
 	}
 	if !s.clientMatches(req.ClientID, req.ClientSecret) {
+		if req.basic {
+			return tokenResponse{}, errInvalidBasicClient
+		}
 		return tokenResponse{}, errInvalidClient
 	}
 	if req.GrantType == "authorization_code" {
@@ -217,7 +309,8 @@ func (s *Server) issue(user int64, org Organization, family string, now time.Tim
 		Lifetime:       s.cfg.TokenLifetime,
 	})
 	if err != nil {
-		return tokenResponse{}, &oauthError{http.StatusInternalServerError, "server_error", "the access token could not be made"}
+		return tokenResponse{}, &oauthError{status: http.StatusInternalServerError, code: "server_error",
+			description: "the access token could not be made"}
 	}
 	refresh := rand.Text()
 	s.refresh[refresh] = &refreshGrant{user: user, org: org, family: family}
@@ -261,20 +354,18 @@ func (s *Server) newCode(redirectURI string, user int64, org Organization) (stri
 }
 
 func writeOAuthError(w http.ResponseWriter, e *oauthError) {
+	if e.challenge != "" {
+		w.Header().Set("WWW-Authenticate", e.challenge)
+	}
 	writeJSON(w, e.status, map[string]string{"error": e.code, "error_description": e.description})
 }
 
-// writeJSON writes a complete JSON answer that no cache keeps.
+// writeJSON writes a complete JSON answer that no cache keeps, typed
+// application/json as the service types its answers.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
+	body, err := respond.MarshalJSON(v)
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"message":"the answer could not be encoded"}`)
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	respond.JSONAs(w, status, "application/json", body)
 }

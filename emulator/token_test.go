@@ -122,7 +122,7 @@ func TestTokenRefusals(t *testing.T) {
 		status      int
 		code        string
 	}{
-		{"wrong content type", "application/x-www-form-urlencoded", "grant_type=refresh_token", 400, "invalid_request"},
+		{"wrong content type", "text/plain", `{"grant_type":"refresh_token"}`, 400, "invalid_request"},
 		{"no content type", "", `{"grant_type":"refresh_token"}`, 400, "invalid_request"},
 		{"malformed JSON", "application/json", `{"grant_type":`, 400, "invalid_request"},
 		{"JSON array", "application/json", `[1,2]`, 400, "invalid_request"},
