@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/queue"
+	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/webhook"
 )
 
@@ -181,7 +182,7 @@ func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []
 	err := m.queue.Enqueue(d)
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
-		writeJSON(w, http.StatusOK, []byte(`{"status":"duplicate"}`))
+		respond.JSON(w, http.StatusOK, []byte(`{"status":"duplicate"}`))
 		return nil
 	case err != nil:
 		m.logger.Error("a verified webhook delivery could not be queued", zap.Error(err))
@@ -192,7 +193,7 @@ func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []
 		Status string `json:"status"`
 		ID     string `json:"id"`
 	}{"queued", d.ID})
-	writeJSON(w, http.StatusAccepted, out)
+	respond.JSON(w, http.StatusAccepted, out)
 	return nil
 }
 

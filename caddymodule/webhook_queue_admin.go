@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/servicegate/servicegate/queue"
+	"github.com/servicegate/servicegate/respond"
 )
 
 func init() {
@@ -80,7 +81,7 @@ func listing(w http.ResponseWriter, r *http.Request, list func(*queue.Queue) ([]
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
 	}
 	body, _ := json.Marshal(map[string]any{"queues": out})
-	writeJSON(w, http.StatusOK, body)
+	respond.JSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -126,7 +127,7 @@ func replayDead(w http.ResponseWriter, r *http.Request) error {
 			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
 		}
 		body, _ := json.Marshal(map[string]any{"organization": org, "replayed": total})
-		writeJSON(w, http.StatusOK, body)
+		respond.JSON(w, http.StatusOK, body)
 		return nil
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("give either id or organization")}
@@ -154,7 +155,7 @@ func onOneQueue(w http.ResponseWriter, id, done string, op func(*queue.Queue, st
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no dead letter %q", id)}
 	}
 	body, _ := json.Marshal(map[string]any{"id": id, done: true})
-	writeJSON(w, http.StatusOK, body)
+	respond.JSON(w, http.StatusOK, body)
 	return nil
 }
 
