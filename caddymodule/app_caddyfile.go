@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -58,6 +59,8 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := map[string]bool{}
+	var nested []appBlock
 	for d.NextBlock(0) {
 		var err error
 		switch sub := d.Val(); sub {
@@ -83,28 +86,23 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = appArgs(d, &a.AppSecrets)
 		case "public":
 			err = appArgs(d, &a.Public)
-		case "subscription":
-			if a.Subscription != nil {
+		case "subscription", "sign_in", "auth":
+			if seen[sub] {
 				return d.Errf("%s given twice", sub)
 			}
-			a.Subscription = new(ServiceSubscription)
-			err = appNested(d, "", a.Subscription)
-		case "sign_in":
-			if a.SignIn != nil {
-				return d.Errf("%s given twice", sub)
+			seen[sub] = true
+			nested = append(nested, appBlock{sub: sub, seg: appSegment(d, "")})
+		case "webhook", "limits":
+			key := appAllModules
+			if d.NextArg() {
+				key = d.Val()
+				d.Prev()
 			}
-			a.SignIn = new(ServiceOAuth)
-			err = appNested(d, "", a.SignIn)
-		case "auth":
-			if a.Auth != nil {
-				return d.Errf("%s given twice", sub)
+			if seen[sub+" "+key] {
+				return d.Errf("%s settings for %q given twice", sub, key)
 			}
-			a.Auth = new(ServiceAuth)
-			err = appNested(d, "", a.Auth)
-		case "webhook":
-			err = appKeyed(d, &a.Webhooks)
-		case "limits":
-			err = appKeyed(d, &a.Limits)
+			seen[sub+" "+key] = true
+			nested = append(nested, appBlock{sub: sub, key: key, seg: appSegment(d, key)})
 		default:
 			return d.Errf("unrecognized service_app option %q", sub)
 		}
@@ -114,6 +112,11 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if a.Descriptor == "" {
 		return errAt(start, "service_app needs descriptor: the app descriptor file, or its address on the app")
+	}
+	for _, b := range nested {
+		if err := a.parseNested(b); err != nil {
+			return err
+		}
 	}
 	return a.expandWhileAdapting(start)
 }
@@ -168,48 +171,149 @@ func appArgs(d *caddyfile.Dispenser, dst *[]string) error {
 	return nil
 }
 
-// appNested parses the sub-directive's block (if any) with the Caddyfile
-// parser of the handler it configures, so that every setting is spelled
-// and checked as in that handler's own directive. A key after the
-// sub-directive's name is left out of what that parser sees.
-func appNested(d *caddyfile.Dispenser, key string, into caddyfile.Unmarshaler) error {
-	seg := d.NextSegment()
-	if key != "" {
-		seg = append(seg[:1:1], seg[2:]...)
-	}
-	if len(seg) > 1 && seg[1].Text != "{" {
-		return d.ArgErr()
-	}
-	return into.UnmarshalCaddyfile(caddyfile.NewDispenser(seg))
+// appBlock is a nested block of service_app: the settings of one of the
+// handlers it composes.
+type appBlock struct {
+	sub, key string
+	seg      caddyfile.Segment
 }
 
-// appKeyed parses `<sub> [<key>] { … }` into settings by module key ("*"
-// without a key).
-func appKeyed[T any, PT interface {
-	*T
-	caddyfile.Unmarshaler
-}](d *caddyfile.Dispenser, dst *map[string]*T) error {
-	key := appAllModules
-	if d.NextArg() {
-		key = d.Val()
-		d.Prev()
+// appSegment takes the sub-directive's line and block, leaving a key after
+// the sub-directive's name out of it, and checks that nothing else stands
+// on the line.
+func appSegment(d *caddyfile.Dispenser, key string) caddyfile.Segment {
+	seg := d.NextSegment()
+	if key != "" && key != appAllModules {
+		seg = append(seg[:1:1], seg[2:]...)
 	}
-	if _, dup := (*dst)[key]; dup {
-		return d.Errf("%s settings for %q given twice", d.Val(), key)
+	return seg
+}
+
+// parseNested reads a nested block with the Caddyfile parser of the handler
+// it configures, so that every setting is spelled and checked as in that
+// handler's own directive. What service_app supplies itself (secrets, the
+// service's address, the contract) is set before the parser reads the
+// block, so that the parser's completeness checks pass, and taken out
+// again after unless the block set it: the settings keep only what the
+// user wrote.
+func (a *ServiceApp) parseNested(b appBlock) error {
+	d := caddyfile.NewDispenser(b.seg)
+	if len(b.seg) > 1 && b.seg[1].Text != "{" {
+		d.Next()
+		d.Next()
+		return d.ArgErr()
 	}
-	v := PT(new(T))
-	k := ""
-	if key != appAllModules {
-		k = key
+	sets := func(names ...string) bool { return segmentSets(b.seg, names...) }
+	const placeholder = "http://service.invalid"
+	switch b.sub {
+	case "subscription":
+		s := new(ServiceSubscription)
+		base, id := !sets("base_url"), !sets("app_identifier")
+		if base {
+			s.BaseURL = firstOf(a.Service, placeholder)
+		}
+		if id {
+			s.AppIdentifier = firstOf(a.AppIdentifier, "app")
+		}
+		if err := s.UnmarshalCaddyfile(d); err != nil {
+			return err
+		}
+		if base {
+			s.BaseURL = ""
+		}
+		if id {
+			s.AppIdentifier = ""
+		}
+		a.Subscription = s
+	case "sign_in":
+		s := new(ServiceOAuth)
+		client, secret, auth, scopes := !sets("client_id"), !sets("client_secret"), !sets("auth_url"), !sets("scopes")
+		if client {
+			s.ClientID = firstOf(a.ClientID, "client")
+		}
+		if secret {
+			s.ClientSecret = firstOf(a.ClientSecret, "secret")
+		}
+		if auth {
+			s.AuthURL = firstOf(a.AuthURL, a.Service, placeholder)
+		}
+		if scopes {
+			s.Scopes = []string{"project"}
+		}
+		if err := s.UnmarshalCaddyfile(d); err != nil {
+			return err
+		}
+		if client {
+			s.ClientID = ""
+		}
+		if secret {
+			s.ClientSecret = ""
+		}
+		if auth {
+			s.AuthURL = ""
+		}
+		if scopes {
+			s.Scopes = nil
+		}
+		a.SignIn = s
+	case "auth":
+		s := new(ServiceAuth)
+		key := !sets("hs256_secret", "public_key", "jwks_url")
+		if key {
+			s.HS256Secret = firstOf(a.ClientSecret, "secret")
+		}
+		if err := s.UnmarshalCaddyfile(d); err != nil {
+			return err
+		}
+		if key {
+			s.HS256Secret = ""
+		}
+		a.Auth = s
+	case "webhook":
+		s := new(ServiceWebhook)
+		secrets := !sets("secret", "secrets_file")
+		if secrets {
+			s.Secrets = []string{"secret"}
+		}
+		if err := s.UnmarshalCaddyfile(d); err != nil {
+			return err
+		}
+		if secrets {
+			s.Secrets = nil
+		}
+		if a.Webhooks == nil {
+			a.Webhooks = map[string]*ServiceWebhook{}
+		}
+		a.Webhooks[b.key] = s
+	case "limits":
+		s := new(ServiceLimits)
+		contract := !sets("contract")
+		if contract {
+			s.Contract = descriptor.KindCustomFileFormat
+		}
+		if err := s.UnmarshalCaddyfile(d); err != nil {
+			return err
+		}
+		if contract {
+			s.Contract = ""
+		}
+		if a.Limits == nil {
+			a.Limits = map[string]*ServiceLimits{}
+		}
+		a.Limits[b.key] = s
 	}
-	if err := appNested(d, k, v); err != nil {
-		return err
-	}
-	if *dst == nil {
-		*dst = make(map[string]*T)
-	}
-	(*dst)[key] = (*T)(v)
 	return nil
+}
+
+// segmentSets tells whether a nested block has one of the sub-directives
+// names: a token that starts a line inside the block.
+func segmentSets(seg caddyfile.Segment, names ...string) bool {
+	for i := 2; i < len(seg); i++ {
+		if seg[i].Line != seg[i-1].Line && slices.Contains(names, seg[i].Text) {
+			return true
+		}
+	}
+	return false
 }
 
 // Interface guard.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -361,5 +362,76 @@ func TestServiceAppCheckCommand(t *testing.T) {
 	}
 	if code, err := runServiceAppCheck(filepath.Join(dir, "none.json"), &out); code != 1 || err == nil {
 		t.Errorf("missing file: %d %v", code, err)
+	}
+}
+
+// TestServiceAppSignInE2E: with sign_in, a browser without a token signs
+// in through the service and reaches the app with its session's verified
+// identity; an API client without a token gets 401, never a redirect.
+func TestServiceAppSignInE2E(t *testing.T) {
+	rig := newOAuthRig(t)
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, fmt.Sprintf(`:{port} {
+	service_app {
+		descriptor %s
+		client_id %s
+		client_secret %s
+		app_secret demo-app-secret
+		service %s
+		sign_in {
+			cookie_secure off
+		}
+	}
+	reverse_proxy %s
+}
+`, path, oauthTestClientID, oauthTestSecret, rig.svc.URL, strings.TrimPrefix(rig.app.URL, "http://")))
+
+	if back := rig.login(rig.client, "/projects?x=1"); back != "/projects?x=1" {
+		t.Fatalf("sent back to %q after signing in", back)
+	}
+	echo := rig.through(rig.client, "/projects", true)
+	if !strings.HasPrefix(echo.Authorization, "Bearer ") || echo.User == "" || echo.Domain != "acme.example" {
+		t.Errorf("the app saw %+v", echo)
+	}
+	if resp, body := rig.get(newOAuthClient(t), e2eURL("/api/things"), false); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an API client without a token: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestServiceAppCaddyfile: nested blocks are read by the handlers' own
+// parsers, with what service_app supplies left out of the settings; a
+// mistake names the file and line.
+func TestServiceAppCaddyfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head := "localhost {\n\tservice_app {\n\t\tdescriptor " + path + "\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t\tservice http://127.0.0.1:1\n"
+	out, err := adaptCaddyfile(t, head+"\t\tsubscription {\n\t\t\ton_error allow\n\t\t}\n\t\tsign_in\n\t\tlimits kv-format {\n\t\t\ttimeout 5s\n\t\t}\n\t\twebhook {\n\t\t\tmax_size 1MiB\n\t\t}\n\t}\n}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"subscription":{"on_error":"allow"}`, `"sign_in":{}`, `"limits":{"kv-format":{"timeout":5000000000}}`, `"webhooks":{"*":{"max_size":1048576}}`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("adapted config lacks %s:\n%s", want, out)
+		}
+	}
+	for name, c := range map[string]struct{ body, want string }{
+		"unknown option":       {"\t\tcolour blue\n", `unrecognized service_app option "colour"`},
+		"subscription twice":   {"\t\tsubscription\n\t\tsubscription\n", "subscription given twice"},
+		"limits twice":         {"\t\tlimits a {\n\t\t\ttimeout 1s\n\t\t}\n\t\tlimits a {\n\t\t\ttimeout 2s\n\t\t}\n", `limits settings for "a" given twice`},
+		"bad nested setting":   {"\t\tlimits {\n\t\t\ttimeout never\n\t\t}\n", "timeout"},
+		"argument after block": {"\t\tsign_in now\n", "wrong argument count"},
+		"webhook module gone":  {"\t\tlimits kv-format {\n\t\t\tmax_request_size lots\n\t\t}\n", "max_request_size"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := adaptCaddyfile(t, head+c.body+"\t}\n}\n")
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Caddyfile:") {
+				t.Errorf("error %v, want one naming %q and the line", err, c.want)
+			}
+		})
 	}
 }
