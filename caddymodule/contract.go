@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/contract"
+	"github.com/servicegate/servicegate/limits"
 )
 
 // The modes of the contract check.
@@ -45,10 +46,10 @@ func (l *ServiceLimits) validateContract() error {
 // parseJob reads the job the service sent. A malformed job is answered
 // with 400 and never reaches the app (done is true, err is refuse's); in
 // mode report it is logged and goes on unchecked (job is nil).
-func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *requestBody) (job *contract.Job, done bool, err error) {
+func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *limits.Body) (job *contract.Job, done bool, err error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
-		rd = bytes.NewReader(body.buf.Bytes())
+		rd = bytes.NewReader(body.Bytes())
 	}
 	job, err = contract.ParseJob(l.Contract, rd)
 	if err == nil {

@@ -141,7 +141,7 @@ func (l *ServiceLimits) inlineHostAllowed(u *url.URL) bool {
 
 // inline fetches the payloads job carries by URL and rewrites the job so
 // that it carries them inline; body holds the new job afterwards.
-func (l *ServiceLimits) inline(ctx context.Context, job *contract.Job, body *requestBody) error {
+func (l *ServiceLimits) inline(ctx context.Context, job *contract.Job, body *limits.Body) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(l.Inline.Timeout))
 	defer cancel()
 	var stringsArray, content []byte
@@ -188,13 +188,11 @@ func (l *ServiceLimits) inline(ctx context.Context, job *contract.Job, body *req
 		content = make([]byte, base64.StdEncoding.EncodedLen(len(raw)))
 		base64.StdEncoding.Encode(content, raw)
 	}
-	out, err := rewriteJob(body.buf.Bytes(), stringsArray, content)
+	out, err := rewriteJob(body.Bytes(), stringsArray, content)
 	if err != nil {
 		return &inlineError{http.StatusBadRequest, "The request is not a valid module job: " + err.Error() + "."}
 	}
-	body.buf.Reset()
-	body.buf.Write(out)
-	body.Reset(body.buf.Bytes())
+	body.Replace(out)
 	job.StringsURL, job.ContentURL = "", ""
 	return nil
 }
