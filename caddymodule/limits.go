@@ -93,10 +93,10 @@ type ServiceLimits struct {
 	// inline. Needs contract. Default: off.
 	Inline *InlineOptions `json:"inline,omitempty"`
 
-	logger       *zap.Logger
-	counts       *limitsCounters
-	store        *contract.Store
-	inlineClient *http.Client
+	logger  *zap.Logger
+	counts  *limitsCounters
+	store   *contract.Store
+	inliner *contract.Inliner
 }
 
 // CaddyModule returns the Caddy module information.
@@ -189,12 +189,10 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 			return err
 		}
 		if job != nil && l.Inline != nil && body != nil && (job.StringsURL != "" || job.ContentURL != "") {
-			if err := l.inline(ctx, job, body); err != nil {
-				var ie *inlineError
-				errors.As(err, &ie)
+			if ie := l.inline(ctx, job, body); ie != nil {
 				l.counts.inc(outcomeInlineFailed)
-				l.logger.Info("job payload not inlined", zap.String("path", r.URL.Path), zap.Int("status", ie.status))
-				return refuse(w, r, ie.status, ie.msg)
+				l.logger.Info("job payload not inlined", zap.String("path", r.URL.Path), zap.Int("status", ie.Status))
+				return refuse(w, r, ie.Status, ie.Message)
 			}
 			r.Header.Set("Content-Length", strconv.Itoa(body.Len()))
 		}
@@ -215,12 +213,12 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	up.TransferEncoding = nil
 
 	var rb answerBuffer
-	var sb *spillBuffer
+	var sb *limits.SpillBuffer
 	maxAnswer := l.MaxResponseSize
 	if l.Spill != nil {
 		maxAnswer = l.Spill.MaxSize
-		sb = newSpillBuffer(w.Header(), l.MaxResponseSize, maxAnswer, l.Spill.Dir)
-		defer sb.close()
+		sb = limits.NewSpillBuffer(w.Header(), l.MaxResponseSize, maxAnswer, l.Spill.Dir)
+		defer sb.Close()
 		rb = sb
 	} else {
 		mb := responseBuffers.Get().(*limits.ResponseBuffer)
@@ -269,17 +267,17 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		return err
 	}
 
-	if sb != nil && sb.err != nil {
+	if sb != nil && sb.Err() != nil {
 		// the answer could not be kept on disk
 		l.counts.inc(outcomeError)
-		l.logger.Error("app answer lost", zap.String("path", r.URL.Path), zap.Error(sb.err))
-		return caddyhttp.Error(http.StatusBadGateway, sb.err)
+		l.logger.Error("app answer lost", zap.String("path", r.URL.Path), zap.Error(sb.Err()))
+		return caddyhttp.Error(http.StatusBadGateway, sb.Err())
 	}
 
 	if job != nil {
 		var answer io.Reader
 		if sb != nil {
-			answer = sb.reader()
+			answer = sb.Reader()
 		} else {
 			answer = bytes.NewReader(rb.(*limits.ResponseBuffer).Body())
 		}
@@ -289,7 +287,7 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		}
 	}
 
-	if sb != nil && sb.spilled() {
+	if sb != nil && sb.Spilled() {
 		return l.spillAnswer(w, r, sb)
 	}
 
@@ -371,7 +369,7 @@ func serveAborting(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 var responseBuffers = sync.Pool{New: func() any { return new(limits.ResponseBuffer) }}
 
 // answerBuffer keeps the app's answer until it is complete and checked:
-// a limits.ResponseBuffer, or a spillBuffer when spill is on.
+// a limits.ResponseBuffer, or a limits.SpillBuffer when spill is on.
 type answerBuffer interface {
 	http.ResponseWriter
 	Status() int
@@ -383,7 +381,7 @@ type answerBuffer interface {
 var (
 	_ caddy.Provisioner           = (*ServiceLimits)(nil)
 	_ answerBuffer                = (*limits.ResponseBuffer)(nil)
-	_ answerBuffer                = (*spillBuffer)(nil)
+	_ answerBuffer                = (*limits.SpillBuffer)(nil)
 	_ caddy.Validator             = (*ServiceLimits)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceLimits)(nil)
 )
