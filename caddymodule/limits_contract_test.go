@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestContractAsksForAnUncompressedAnswer(t *testing.T) {
@@ -72,5 +76,68 @@ func TestSpillBuffer(t *testing.T) {
 	// a breach found on disk is answered like one found in memory
 	if rec := serve(`{"data":{"content":"` + content + `!"}}`); rec.Code != 502 || !strings.Contains(errorMessage(t, rec.Body.Bytes()), "not base64") {
 		t.Errorf("breach in a large answer: %d %q", rec.Code, rec.Body)
+	}
+}
+
+// A breach is logged by its rule, the string's position and the job type:
+// no identifier or other text of the answer reaches the log.
+func TestContractBreachLogHoldsNoBodyText(t *testing.T) {
+	job := `{"jobType":"parse-file","organization":{},"project":{},"file":{"content":""},"sourceLanguage":{},"targetLanguages":[{"id":"uk"}]}`
+	tests := []struct {
+		answer string
+		index  int
+		rule   string
+	}{
+		{`{"data":{"strings":[{"identifier":"ok","text":"A"},{"identifier":"secret-ident-42"}]}}`, 2, "has no text"},
+		{`{"data":{"strings":[{"identifier":"secret-ident-42","text":"A","translations":{"Secret Launch Plan":{"text":"B"}}}]}}`, 1,
+			`has a translation into "…", which is not a target language of the job`},
+	}
+	for _, tt := range tests {
+		core, logs := observer.New(zapcore.DebugLevel)
+		l := newTestLimits(t, &ServiceLimits{Contract: "custom-file-format"})
+		l.logger = zap.New(core)
+		rec := httptest.NewRecorder()
+		err := l.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/file-format", strings.NewReader(job)),
+			caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				io.WriteString(w, tt.answer)
+				return nil
+			}))
+		if err != nil || rec.Code != http.StatusBadGateway {
+			t.Fatalf("%s: %v %d %s", tt.answer, err, rec.Code, rec.Body)
+		}
+		entries := logs.FilterMessage("app answer breaks the module contract").All()
+		if len(entries) != 1 {
+			t.Fatalf("%d breach lines logged, want 1", len(entries))
+		}
+		fields := entries[0].ContextMap()
+		if fields["rule"] != tt.rule || fields["string"] != int64(tt.index) || fields["job_type"] != "parse-file" {
+			t.Errorf("breach logged as %v, want rule %q, string %d, job_type parse-file", fields, tt.rule, tt.index)
+		}
+		var line strings.Builder
+		for _, e := range logs.All() {
+			line.WriteString(e.Message)
+			for k, v := range e.ContextMap() {
+				fmt.Fprintf(&line, " %s=%v", k, v)
+			}
+		}
+		for _, secret := range []string{"secret-ident-42", "Secret Launch Plan", "Secret"} {
+			if strings.Contains(line.String(), secret) {
+				t.Errorf("the log holds %q from the answer: %s", secret, line.String())
+			}
+		}
+	}
+}
+
+func TestRedactQuoted(t *testing.T) {
+	for in, want := range map[string]string{
+		"has no text": "has no text",
+		`has a translation into "de", which is not a target language of the job`: `has a translation into "…", which is not a target language of the job`,
+		`a status for the plural form "a\"b", which is not`:                      `a status for the plural form "…", which is not`,
+		`two "a" and "b"`: `two "…" and "…"`,
+		`open "quote`:     `open "…`,
+	} {
+		if got := redactQuoted(in); got != want {
+			t.Errorf("redactQuoted(%s) = %s, want %s", in, got, want)
+		}
 	}
 }
