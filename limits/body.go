@@ -15,9 +15,10 @@ import (
 //
 // Its memory grows with the bytes received, never with the bytes promised:
 // a declared length (Content-Length) sizes nothing before the bytes arrive.
-// The buffer starts at a few KiB at most and doubles as it fills, never
-// past the declared length (plus one byte, to see the end) when the client
-// keeps its word, so it holds at most about twice what was received.
+// A new buffer starts at 4 KiB at most (a pooled one, memory already held,
+// is used as it is) and doubles as it fills, never past the declared
+// length (plus one byte, to see the end) while the client keeps its word,
+// so it holds at most about twice what was received.
 //
 // The buffer comes from a pool and goes back to it once both the handler
 // that read the body is done (Release) and the body is closed (Close):
@@ -38,7 +39,7 @@ type Body struct {
 const (
 	// MaxPooled is the largest buffer kept in the pool for the next body.
 	MaxPooled = 128 << 10
-	// firstBuffer is the most a body takes before its bytes arrive.
+	// firstBuffer is the most a body allocates before its bytes arrive.
 	firstBuffer = 4 << 10
 )
 
