@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -94,10 +93,10 @@ type ServiceLimits struct {
 	// inline. Needs contract. Default: off.
 	Inline *InlineOptions `json:"inline,omitempty"`
 
-	logger       *zap.Logger
-	counts       *limitsCounters
-	store        *contract.Store
-	inlineClient *http.Client
+	logger  *zap.Logger
+	counts  *limitsCounters
+	store   *contract.Store
+	inliner *contract.Inliner
 }
 
 // CaddyModule returns the Caddy module information.
@@ -177,7 +176,7 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 
 	body, err := l.readRequest(w, r, ctx)
 	if body != nil {
-		defer body.release()
+		defer body.Release()
 	}
 	if err != nil {
 		return l.refuseRequest(w, r, err)
@@ -190,14 +189,12 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 			return err
 		}
 		if job != nil && l.Inline != nil && body != nil && (job.StringsURL != "" || job.ContentURL != "") {
-			if err := l.inline(ctx, job, body); err != nil {
-				var ie *inlineError
-				errors.As(err, &ie)
+			if ie := l.inline(ctx, job, body); ie != nil {
 				l.counts.inc(outcomeInlineFailed)
-				l.logger.Info("job payload not inlined", zap.String("path", r.URL.Path), zap.Int("status", ie.status))
-				return refuse(w, r, ie.status, ie.msg)
+				l.logger.Info("job payload not inlined", zap.String("path", r.URL.Path), zap.Int("status", ie.Status))
+				return refuse(w, r, ie.Status, ie.Message)
 			}
-			r.Header.Set("Content-Length", strconv.Itoa(body.buf.Len()))
+			r.Header.Set("Content-Length", strconv.Itoa(body.Len()))
 		}
 		// The answer is read to be checked: ask the app for it as it is,
 		// not compressed.
@@ -208,24 +205,28 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	if body == nil {
 		up.Body, up.ContentLength = http.NoBody, 0
 	} else {
-		up.Body, up.ContentLength = body, int64(body.buf.Len())
+		up.Body, up.ContentLength = body, int64(body.Len())
 		if r.Header.Get("Content-Length") == "" {
-			r.Header.Set("Content-Length", strconv.Itoa(body.buf.Len()))
+			r.Header.Set("Content-Length", strconv.Itoa(body.Len()))
 		}
 	}
 	up.TransferEncoding = nil
 
 	var rb answerBuffer
-	var sb *spillBuffer
+	var sb *limits.SpillBuffer
 	maxAnswer := l.MaxResponseSize
 	if l.Spill != nil {
 		maxAnswer = l.Spill.MaxSize
-		sb = newSpillBuffer(w.Header(), l.MaxResponseSize, maxAnswer, l.Spill.Dir)
-		defer sb.close()
+		sb = limits.NewSpillBuffer(w.Header(), l.MaxResponseSize, maxAnswer, l.Spill.Dir)
+		defer sb.Close()
 		rb = sb
 	} else {
 		mb := responseBuffers.Get().(*limits.ResponseBuffer)
-		defer responseBuffers.Put(mb)
+		defer func() {
+			if cap(mb.Body()) <= limits.MaxPooled {
+				responseBuffers.Put(mb)
+			}
+		}()
 		mb.Reset(w.Header(), l.MaxResponseSize)
 		rb = mb
 	}
@@ -266,17 +267,17 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		return err
 	}
 
-	if sb != nil && sb.err != nil {
+	if sb != nil && sb.Err() != nil {
 		// the answer could not be kept on disk
 		l.counts.inc(outcomeError)
-		l.logger.Error("app answer lost", zap.String("path", r.URL.Path), zap.Error(sb.err))
-		return caddyhttp.Error(http.StatusBadGateway, sb.err)
+		l.logger.Error("app answer lost", zap.String("path", r.URL.Path), zap.Error(sb.Err()))
+		return caddyhttp.Error(http.StatusBadGateway, sb.Err())
 	}
 
 	if job != nil {
 		var answer io.Reader
 		if sb != nil {
-			answer = sb.reader()
+			answer = sb.Reader()
 		} else {
 			answer = bytes.NewReader(rb.(*limits.ResponseBuffer).Body())
 		}
@@ -286,7 +287,7 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		}
 	}
 
-	if sb != nil && sb.spilled() {
+	if sb != nil && sb.Spilled() {
 		return l.spillAnswer(w, r, sb)
 	}
 
@@ -299,31 +300,27 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 // readRequest reads the request body up to the limit, with the read
 // deadline of the connection at the timeout so that a client sending
 // slowly cannot hold the handler past it. It returns nil for a request
-// without a body.
-func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx context.Context) (*requestBody, error) {
+// without a body. Memory grows with the bytes received: a declared length
+// sizes nothing before its bytes arrive.
+func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx context.Context) (*limits.Body, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil
 	}
 	rc := http.NewResponseController(w)
 	deadline, _ := ctx.Deadline()
 	deadlineSet := rc.SetReadDeadline(deadline) == nil
-	body := newRequestBody()
-	if r.ContentLength > 0 {
-		body.buf.Grow(int(r.ContentLength))
-	}
-	if err := limits.ReadBody(body.buf, r.Body, l.MaxRequestSize); err != nil {
+	body, err := limits.ReadAll(r.Body, r.ContentLength, l.MaxRequestSize)
+	if err != nil {
 		// The deadline stays: after a refusal, net/http reads on through
 		// what is left of the body (up to 256 KB) before answering, and
 		// the deadline keeps a client that stalls from holding it.
-		body.Close() // never handed to next
-		return body, err
+		return nil, err
 	}
 	if deadlineSet {
 		// The body is in: the connection stays open for the answer and,
 		// between requests, for keep-alive.
 		rc.SetReadDeadline(time.Time{}) //nolint:errcheck // set above on the same connection
 	}
-	body.Reset(body.buf.Bytes())
 	return body, nil
 }
 
@@ -367,56 +364,12 @@ func serveAborting(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 	return false, next.ServeHTTP(w, r)
 }
 
-// requestBody is a buffered request body, handed to next as the request's
-// Body. Its buffer returns to the pool once both this handler is done with
-// it and the body is closed: http.Transport may still be sending the body
-// from its own goroutine after the round trip ends, and closes it when
-// done. A body that is never closed leaves its buffer to the garbage
-// collector.
-type requestBody struct {
-	bytes.Reader
-	buf    *bytes.Buffer
-	refs   atomic.Int32
-	closed atomic.Bool
-}
-
-func newRequestBody() *requestBody {
-	b := &requestBody{buf: bodyBuffers.Get().(*bytes.Buffer)}
-	b.refs.Store(2) // the handler and the reader handed to next
-	return b
-}
-
-// Read reads the buffered body; reading after Close is an error.
-func (b *requestBody) Read(p []byte) (int, error) {
-	if b.closed.Load() {
-		return 0, http.ErrBodyReadAfterClose
-	}
-	return b.Reader.Read(p)
-}
-
-// Close ends the reader's use of the buffer.
-func (b *requestBody) Close() error {
-	if b.closed.CompareAndSwap(false, true) {
-		b.release()
-	}
-	return nil
-}
-
-// release drops one use of the buffer; the last one pools it.
-func (b *requestBody) release() {
-	if b.refs.Add(-1) == 0 {
-		b.buf.Reset()
-		bodyBuffers.Put(b.buf)
-	}
-}
-
-var (
-	bodyBuffers     = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-	responseBuffers = sync.Pool{New: func() any { return new(limits.ResponseBuffer) }}
-)
+// responseBuffers holds answer buffers of at most limits.MaxPooled bytes;
+// the rare larger ones are left to the garbage collector.
+var responseBuffers = sync.Pool{New: func() any { return new(limits.ResponseBuffer) }}
 
 // answerBuffer keeps the app's answer until it is complete and checked:
-// a limits.ResponseBuffer, or a spillBuffer when spill is on.
+// a limits.ResponseBuffer, or a limits.SpillBuffer when spill is on.
 type answerBuffer interface {
 	http.ResponseWriter
 	Status() int
@@ -428,8 +381,7 @@ type answerBuffer interface {
 var (
 	_ caddy.Provisioner           = (*ServiceLimits)(nil)
 	_ answerBuffer                = (*limits.ResponseBuffer)(nil)
-	_ answerBuffer                = (*spillBuffer)(nil)
+	_ answerBuffer                = (*limits.SpillBuffer)(nil)
 	_ caddy.Validator             = (*ServiceLimits)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceLimits)(nil)
-	_ io.ReadCloser               = (*requestBody)(nil)
 )

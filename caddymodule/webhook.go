@@ -1,15 +1,12 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -216,26 +213,27 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	if refusal != nil {
 		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
-	body, n, err := m.readBody(w, r)
+	body, err := m.readBody(w, r)
 	if err != nil {
 		return m.refuseUnread(w, r, err)
 	}
-	if refusal := m.check.CheckBody(&d, r.Header, body.bytes()); refusal != nil {
-		body.release()
+	defer body.Release()
+	if refusal := m.check.CheckBody(&d, r.Header, body.Bytes()); refusal != nil {
+		body.Close()
 		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
 	m.outcomes.inc(outcomeAccepted)
 	if m.queue != nil {
-		err := m.enqueue(w, r, body.bytes())
-		body.release()
+		err := m.enqueue(w, r, body.Bytes())
+		body.Close()
 		return err
 	}
+	n := int64(body.Len())
 	if n == 0 {
-		body.release()
+		body.Close()
 		r.Body = http.NoBody
 	} else {
 		r.Body = body
-		defer body.served()
 	}
 	r.ContentLength = n
 	r.TransferEncoding = nil
@@ -244,24 +242,22 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 
 // readBody reads the whole delivery, up to max_size, with the read
 // deadline of the connection at read_timeout where the connection allows
-// one. On an error the body is released.
-func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request) (*deliveryBody, int64, error) {
+// one. The handler releases the body; on an error there is none.
+func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request) (*limits.Body, error) {
 	deadlineSet := setReadDeadline(w, time.Now().Add(time.Duration(m.ReadTimeout)))
-	body := newDeliveryBody(r.ContentLength)
-	n, err := body.readFrom(r.Body, m.MaxSize)
+	body, err := limits.ReadAll(r.Body, r.ContentLength, m.MaxSize)
 	if err != nil {
 		// The deadline stays: after a refusal, net/http reads on through
 		// what is left of the body before answering, and the deadline
 		// keeps a client that stalls from holding it.
-		body.release()
-		return nil, 0, err
+		return nil, err
 	}
 	if deadlineSet {
 		// The body is in: the connection stays open for the answer and,
 		// between requests, for keep-alive.
 		setReadDeadline(w, time.Time{})
 	}
-	return body, n, nil
+	return body, nil
 }
 
 // setReadDeadline sets the read deadline of the connection under w, as
@@ -284,7 +280,7 @@ func setReadDeadline(w http.ResponseWriter, deadline time.Time) bool {
 func (m *ServiceWebhook) refuseUnread(w http.ResponseWriter, r *http.Request, err error) error {
 	var netErr net.Error
 	switch {
-	case errors.Is(err, errDeliveryTooLarge):
+	case errors.Is(err, limits.ErrTooLarge):
 		return m.refuseTooLarge(w, r)
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return m.refuse(w, r, outcomeSlowBody, http.StatusRequestTimeout, m.tooSlow)
@@ -320,149 +316,8 @@ func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome 
 	return refuse(w, r, status, message)
 }
 
-// errDeliveryTooLarge stops reading a body once it passes max_size.
-var errDeliveryTooLarge = errors.New("delivery larger than max_size")
 
-// deliveryBody holds one delivery in memory and hands it to the app as the
-// request body. Its buffer comes from a pool and goes back only once both
-// the handler chain has returned and the body has been closed (the proxy's
-// transport may still be sending it after the response came back). A
-// deliveryBody is never reused, so a late call on an old one cannot touch
-// a newer delivery.
-type deliveryBody struct {
-	mu     sync.Mutex
-	buf    *[]byte
-	r      bytes.Reader
-	closed bool
-	done   bool
-	// declared is the Content-Length plus one, -1 when unknown.
-	declared int64
-}
-
-// bufferPool holds delivery buffers of at most maxPooledBuffer bytes; the
-// rare larger ones are left to the garbage collector.
-var bufferPool = sync.Pool{New: func() any { return new([]byte) }}
-
-const (
-	maxPooledBuffer  = 1 << 20
-	minBuffer        = 4 << 10
-	maxUpfrontBuffer = 1 << 20
-)
-
-// newDeliveryBody returns a body with room for size bytes (plus one, to
-// see the end without growing), or a pooled buffer when size is unknown.
-// A declared size is trusted only up to maxUpfrontBuffer before any byte
-// arrives: a client that announces 5 MiB and sends nothing holds no more
-// than that. Once the client has filled that much, the buffer grows to the
-// declared size in one step.
-func newDeliveryBody(size int64) *deliveryBody {
-	b := &deliveryBody{buf: bufferPool.Get().(*[]byte), declared: -1}
-	if size >= 0 {
-		b.declared = size + 1
-		if want := min(size+1, maxUpfrontBuffer); int64(cap(*b.buf)) < want {
-			*b.buf = make([]byte, 0, max(want, minBuffer))
-		}
-	}
-	*b.buf = (*b.buf)[:0]
-	return b
-}
-
-// readFrom reads all of src into the buffer, stopping with
-// errDeliveryTooLarge after limit bytes.
-func (b *deliveryBody) readFrom(src io.Reader, limit int64) (int64, error) {
-	if src == nil {
-		return 0, nil
-	}
-	buf := *b.buf
-	defer func() { *b.buf = buf }()
-	for {
-		if len(buf) == cap(buf) {
-			size := max(2*int64(cap(buf)), minBuffer, b.declared)
-			grown := make([]byte, len(buf), min(size, limit+1))
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := src.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > limit {
-			return 0, errDeliveryTooLarge
-		}
-		if err == io.EOF {
-			b.r.Reset(buf)
-			return int64(len(buf)), nil
-		}
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return 0, errDeliveryTooLarge
-			}
-			return 0, err
-		}
-	}
-}
-
-// bytes returns the delivery as read.
-func (b *deliveryBody) bytes() []byte { return *b.buf }
-
-// Read reads the delivery.
-func (b *deliveryBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return 0, http.ErrBodyReadAfterClose
-	}
-	return b.r.Read(p)
-}
-
-// WriteTo writes the rest of the delivery to w without an extra buffer.
-func (b *deliveryBody) WriteTo(w io.Writer) (int64, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return 0, http.ErrBodyReadAfterClose
-	}
-	return b.r.WriteTo(w)
-}
-
-// Close ends reading; the buffer is pooled again if the handler is done.
-func (b *deliveryBody) Close() error {
-	b.mu.Lock()
-	release := !b.closed && b.done
-	b.closed = true
-	if release {
-		b.r.Reset(nil)
-	}
-	b.mu.Unlock()
-	if release {
-		b.release()
-	}
-	return nil
-}
-
-// served records that the handler chain returned; the buffer is pooled
-// again if the body was closed.
-func (b *deliveryBody) served() {
-	b.mu.Lock()
-	release := b.closed && !b.done
-	b.done = true
-	b.mu.Unlock()
-	if release {
-		b.release()
-	}
-}
-
-// release returns the buffer to the pool. It is called once, when nothing
-// can read the buffer any more.
-func (b *deliveryBody) release() {
-	buf := b.buf
-	b.buf = nil
-	if buf == nil || cap(*buf) > maxPooledBuffer {
-		return
-	}
-	*buf = (*buf)[:0]
-	bufferPool.Put(buf)
-}
-
+// Interface guards.
 var (
 	_ caddy.Provisioner           = (*ServiceWebhook)(nil)
 	_ caddy.Validator             = (*ServiceWebhook)(nil)

@@ -497,59 +497,6 @@ func TestWebhookUnmarshalCaddyfile(t *testing.T) {
 	}
 }
 
-func TestDeliveryBodyReturnsBufferOnce(t *testing.T) {
-	for _, closeFirst := range []bool{true, false} {
-		b := newDeliveryBody(int64(len(delivery)))
-		if _, err := b.readFrom(bytes.NewReader(delivery), 1<<20); err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(b)
-		if err != nil || !bytes.Equal(got, delivery) {
-			t.Fatalf("read back %q, %v", got, err)
-		}
-		if closeFirst {
-			_ = b.Close()
-			if b.buf == nil {
-				t.Fatal("buffer returned while the handler still runs")
-			}
-			b.served()
-		} else {
-			b.served()
-			if b.buf == nil {
-				t.Fatal("buffer returned while the body is still open")
-			}
-			_ = b.Close()
-		}
-		if b.buf != nil {
-			t.Fatal("buffer not returned after both the handler and the reader were done")
-		}
-		_ = b.Close() // a late second Close is harmless
-		if _, err := b.Read(make([]byte, 1)); !errors.Is(err, http.ErrBodyReadAfterClose) {
-			t.Fatalf("read after close: %v", err)
-		}
-	}
-}
-
-func TestDeliveryBodyTrustsDeclaredLengthOnlyOnceBytesArrive(t *testing.T) {
-	const declared = 5 << 20
-	b := newDeliveryBody(declared)
-	if c := cap(*b.buf); c > maxUpfrontBuffer {
-		t.Fatalf("a declared 5 MiB body took %d bytes before any byte arrived, want at most %d", c, maxUpfrontBuffer)
-	}
-	// The client sends what it declared: the buffer grows to the declared
-	// size in one step once the first MiB is in.
-	want := bytes.Repeat([]byte("x"), declared)
-	n, err := b.readFrom(bytes.NewReader(want), declared)
-	if err != nil || n != declared || !bytes.Equal(b.bytes(), want) {
-		t.Fatalf("read %d bytes, %v", n, err)
-	}
-	if c := cap(*b.buf); c != declared+1 {
-		t.Fatalf("buffer of %d bytes for a %d-byte body, want one growth to %d", c, declared, declared+1)
-	}
-	b.served()
-	_ = b.Close()
-}
-
 func TestWebhookRefusalWithErrorRoutes(t *testing.T) {
 	m := ServiceWebhook{Secrets: []string{appSecret}}
 	provisionWebhook(t, &m)

@@ -17,94 +17,54 @@ type Put func(kind string, write func(io.Writer) error) (url string, err error)
 // data.previewUrl (the decoded HTML), each stored through put. Everything
 // else is copied as it is. The answer is read once, a record at a time.
 func SpillAnswer(body io.Reader, out io.Writer, put Put) error {
-	dec := json.NewDecoder(body)
-	if err := openObject(dec); err != nil {
-		return err
-	}
-	io.WriteString(out, "{")
-	var raw json.RawMessage
-	first := true
-	for dec.More() {
-		key, err := nextKey(dec)
-		if err != nil {
-			return err
-		}
-		if !first {
-			io.WriteString(out, ",")
-		}
-		first = false
-		writeKey(out, key)
+	return rewriteDocument(json.NewDecoder(body), out, func(key string) member {
 		if key != "data" {
-			if err := dec.Decode(&raw); err != nil {
-				return err
-			}
-			out.Write(raw)
-			continue
+			return keep(key)
 		}
-		if err := spillData(dec, out, put); err != nil {
-			return err
-		}
-	}
-	if err := closeObject(dec); err != nil {
-		return err
-	}
-	_, err := io.WriteString(out, "}")
-	return err
+		return member{key: key, value: func(dec *json.Decoder, out io.Writer) error {
+			return rewriteObject(dec, out, func(key string) member { return spillMember(key, put) })
+		}}
+	})
 }
 
-func spillData(dec *json.Decoder, out io.Writer, put Put) error {
-	if err := openObject(dec); err != nil {
-		return err
-	}
-	io.WriteString(out, "{")
-	var raw json.RawMessage
-	first := true
-	for dec.More() {
-		key, err := nextKey(dec)
-		if err != nil {
-			return err
-		}
-		if !first {
-			io.WriteString(out, ",")
-		}
-		first = false
-		var url string
-		switch key {
-		case "strings":
-			url, err = put(KindStrings, func(w io.Writer) error {
+// spillMember stores a member of data that is a payload through put and
+// writes its URL in its place.
+func spillMember(key string, put Put) member {
+	var store func(dec *json.Decoder) (string, error)
+	switch key {
+	case "strings":
+		store = func(dec *json.Decoder) (string, error) {
+			return put(KindStrings, func(w io.Writer) error {
 				_, err := WriteStringsArray(dec, w)
 				return err
 			})
-		case "content", "preview":
+		}
+	case "content", "preview":
+		kind := KindContent
+		if key == "preview" {
+			kind = KindPreview
+		}
+		store = func(dec *json.Decoder) (string, error) {
 			var s string
 			if err := dec.Decode(&s); err != nil {
-				return err
+				return "", err
 			}
-			kind := KindContent
-			if key == "preview" {
-				kind = KindPreview
-			}
-			url, err = put(kind, func(w io.Writer) error {
+			return put(kind, func(w io.Writer) error {
 				_, err := io.Copy(w, base64.NewDecoder(base64.StdEncoding, strings.NewReader(s)))
 				return err
 			})
-		default:
-			if err := dec.Decode(&raw); err != nil {
-				return err
-			}
-			writeKey(out, key)
-			out.Write(raw)
-			continue
 		}
+	default:
+		return keep(key)
+	}
+	return member{key: key + "Url", value: func(dec *json.Decoder, out io.Writer) error {
+		url, err := store(dec)
 		if err != nil {
 			return err
 		}
-		writeKey(out, key+"Url")
 		writeURL(out, url)
-	}
-	_, err := dec.Token()
-	io.WriteString(out, "}")
-	return err
+		return nil
+	}}
 }
 
 // writeURL writes url as a JSON string with its & and other characters as

@@ -161,18 +161,7 @@ func (c *caddy) stop() {
 }
 
 // peakRSS is VmHWM of the Caddy process, in bytes.
-func (c *caddy) peakRSS() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
-	if err != nil {
-		c.t.Fatalf("reading caddy's status: %v", err)
-	}
-	m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b)
-	if m == nil {
-		c.t.Fatal("no VmHWM in caddy's status")
-	}
-	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
-	return kb * 1024
-}
+func (c *caddy) peakRSS() int64 { return c.status("VmHWM") }
 
 // goroutines reads Caddy's goroutine count from its admin API.
 func (c *caddy) goroutines() int {

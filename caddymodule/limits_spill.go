@@ -178,7 +178,7 @@ func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) err
 
 // spillAnswer stores the payloads of an answer over max_response_size and
 // sends the answer that carries their URLs instead.
-func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *spillBuffer) error {
+func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits.SpillBuffer) error {
 	base := l.Spill.BaseURL
 	if base == "" {
 		scheme := "http"
@@ -204,7 +204,7 @@ func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *
 		return base + l.Spill.Path + name + "?" + l.store.Link(name), nil
 	}
 	var out bytes.Buffer
-	err := contract.SpillAnswer(sb.reader(), &out, put)
+	err := contract.SpillAnswer(sb.Reader(), &out, put)
 	if err == nil && int64(out.Len()) > l.MaxResponseSize {
 		err = errors.New("the answer is still too large without its strings, content and preview")
 	}
@@ -213,18 +213,18 @@ func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *
 			l.store.Remove(name)
 		}
 		l.counts.inc(outcomeResponseTooLarge)
-		l.logger.Info("app answer over the size limit could not be handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.size), zap.Error(err))
+		l.logger.Info("app answer over the size limit could not be handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Error(err))
 		return refuse(w, r, http.StatusBadGateway, fmt.Sprintf(
 			"The app's answer is too large: it is %s and the service accepts at most %s. Try a smaller file; if it keeps happening, contact the app's developer.",
-			limits.Size(sb.size), limits.Limit(l.MaxResponseSize)))
+			limits.Size(sb.Size()), limits.Limit(l.MaxResponseSize)))
 	}
 	l.counts.inc(outcomeSpilled)
-	l.logger.Debug("app answer handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.size), zap.Int("payloads", len(stored)))
+	l.logger.Debug("app answer handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Int("payloads", len(stored)))
 	h := w.Header()
 	for k := range h {
 		delete(h, k)
 	}
-	for k, v := range sb.header {
+	for k, v := range sb.Header() {
 		h[k] = v
 	}
 	h.Del("Content-Encoding")
@@ -233,104 +233,4 @@ func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *
 	w.WriteHeader(sb.Status())
 	_, _ = w.Write(out.Bytes())
 	return nil
-}
-
-// spillBuffer is the ResponseWriter of an exchange when spill is on: it
-// keeps the app's answer in memory up to mem bytes, and beyond that in an
-// unnamed temporary file, up to max bytes.
-type spillBuffer struct {
-	header   http.Header
-	status   int
-	mem      bytes.Buffer
-	memMax   int64
-	file     *os.File
-	size     int64
-	max      int64
-	dir      string
-	tooLarge bool
-	declared int64
-	err      error
-}
-
-func newSpillBuffer(initial http.Header, mem, max int64, dir string) *spillBuffer {
-	sb := &spillBuffer{header: initial.Clone(), memMax: mem, max: max, dir: dir, declared: -1}
-	if sb.header == nil {
-		sb.header = make(http.Header)
-	}
-	return sb
-}
-
-func (sb *spillBuffer) Header() http.Header { return sb.header }
-
-func (sb *spillBuffer) WriteHeader(status int) {
-	if sb.status != 0 || status < 200 {
-		return
-	}
-	sb.status = status
-	if n, err := strconv.ParseInt(sb.header.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
-		sb.declared = n
-		sb.tooLarge = n > sb.max
-	}
-}
-
-func (sb *spillBuffer) Write(p []byte) (int, error) {
-	if sb.status == 0 {
-		sb.WriteHeader(http.StatusOK)
-	}
-	if sb.tooLarge || sb.size+int64(len(p)) > sb.max {
-		sb.tooLarge = true
-		return 0, limits.ErrTooLarge
-	}
-	if sb.err != nil {
-		return 0, sb.err
-	}
-	if sb.file == nil && sb.size+int64(len(p)) > sb.memMax {
-		f, err := os.CreateTemp(sb.dir, "answer-*")
-		if err == nil {
-			_ = os.Remove(f.Name()) // unnamed: nothing is left behind
-			_, err = f.Write(sb.mem.Bytes())
-		}
-		if err != nil {
-			sb.err = fmt.Errorf("keeping a large answer on disk: %w", err)
-			return 0, sb.err
-		}
-		sb.file = f
-		sb.mem = bytes.Buffer{}
-	}
-	sb.size += int64(len(p))
-	if sb.file != nil {
-		return sb.file.Write(p)
-	}
-	return sb.mem.Write(p)
-}
-
-// Flush does nothing: the answer is sent once complete.
-func (sb *spillBuffer) Flush() {}
-
-func (sb *spillBuffer) Status() int         { return sb.status }
-func (sb *spillBuffer) TooLarge() bool      { return sb.tooLarge }
-func (sb *spillBuffer) DeclaredSize() int64 { return sb.declared }
-
-// spilled tells whether the answer is over the inline limit.
-func (sb *spillBuffer) spilled() bool { return sb.file != nil }
-
-// reader reads the answer from its start.
-func (sb *spillBuffer) reader() io.Reader {
-	if sb.file != nil {
-		_, _ = sb.file.Seek(0, io.SeekStart)
-		return sb.file
-	}
-	return bytes.NewReader(sb.mem.Bytes())
-}
-
-// WriteTo sends an answer kept in memory, as limits.ResponseBuffer does.
-func (sb *spillBuffer) WriteTo(w http.ResponseWriter, head bool) error {
-	return limits.WriteResponse(w, sb.header, sb.status, sb.declared, sb.mem.Bytes(), head)
-}
-
-// close releases the temporary file.
-func (sb *spillBuffer) close() {
-	if sb.file != nil {
-		sb.file.Close()
-	}
 }

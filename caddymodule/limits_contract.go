@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/contract"
+	"github.com/servicegate/servicegate/limits"
 )
 
 // The modes of the contract check.
@@ -45,17 +47,18 @@ func (l *ServiceLimits) validateContract() error {
 // parseJob reads the job the service sent. A malformed job is answered
 // with 400 and never reaches the app (done is true, err is refuse's); in
 // mode report it is logged and goes on unchecked (job is nil).
-func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *requestBody) (job *contract.Job, done bool, err error) {
+func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *limits.Body) (job *contract.Job, done bool, err error) {
 	var rd io.Reader = http.NoBody
 	if body != nil {
-		rd = bytes.NewReader(body.buf.Bytes())
+		rd = bytes.NewReader(body.Bytes())
 	}
 	job, err = contract.ParseJob(l.Contract, rd)
 	if err == nil {
 		return job, false, nil
 	}
-	// The message names fields only, never their values.
-	l.logger.Warn("module job breaks the contract", zap.String("path", r.URL.Path), zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.Error(err))
+	// The message names fields only; what it quotes of the job is left
+	// out of the log.
+	l.logger.Warn("module job breaks the contract", zap.String("path", r.URL.Path), zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.String("error", redactQuoted(err.Error())))
 	if l.mode() == contractReport {
 		return nil, false, nil
 	}
@@ -75,17 +78,46 @@ func (l *ServiceLimits) checkAnswer(r *http.Request, job *contract.Job, answer i
 	if !errors.As(err, &b) {
 		b = &contract.Breach{Job: job.Type, Rule: "it could not be read"}
 	}
+	// No body reaches a log: the string is named by its position, never
+	// by its identifier, and what the rule quotes from the answer (a
+	// language, a plural form) is left out.
 	l.logger.Warn("app answer breaks the module contract",
 		zap.String("path", r.URL.Path),
 		zap.String("job_type", job.Type),
 		zap.Int("string", b.Index),
-		zap.String("identifier", b.Identifier),
-		zap.String("rule", b.Rule),
+		zap.String("rule", redactQuoted(b.Rule)),
 		zap.String("mode", l.mode()))
 	if l.mode() == contractReport {
 		return ans, ""
 	}
 	return ans, b.Error()
+}
+
+// redactQuoted replaces each quoted string in s (as %q writes them) with
+// "…".
+func redactQuoted(s string) string {
+	if !strings.Contains(s, `"`) {
+		return s
+	}
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++ // an escaped character, perhaps a quote
+		case c == '"':
+			if quoted {
+				b.WriteString(`"…"`)
+			}
+			quoted = !quoted
+		case !quoted:
+			b.WriteByte(c)
+		}
+	}
+	if quoted {
+		b.WriteString(`"…`) // an open quote runs to the end
+	}
+	return b.String()
 }
 
 func (l *ServiceLimits) mode() string {

@@ -3,98 +3,19 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
-
-func TestPublicAddr(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"93.184.216.34":        true,
-		"2606:2800:220:1::1":   true,
-		"127.0.0.1":            false,
-		"::1":                  false,
-		"10.1.2.3":             false,
-		"172.16.0.1":           false,
-		"192.168.1.1":          false,
-		"169.254.169.254":      false, // cloud metadata
-		"100.64.0.1":           false,
-		"0.0.0.0":              false,
-		"::ffff:127.0.0.1":     false,
-		"fd00::1":              false,
-		"fe80::1":              false,
-		"64:ff9b::7f00:1":      false,
-		"224.0.0.1":            false,
-		"::ffff:93.184.216.34": true,
-	} {
-		if got := publicAddr(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("publicAddr(%s) = %v, want %v", addr, got, want)
-		}
-	}
-}
-
-func TestInlineHostAllowed(t *testing.T) {
-	l := &ServiceLimits{Inline: &InlineOptions{Hosts: []string{"files.service.example", "*.cdn.example"}}}
-	for raw, want := range map[string]bool{
-		"https://files.service.example/a":     true,
-		"https://FILES.service.example./a":    true,
-		"http://files.service.example:8443/a": true,
-		"https://eu.cdn.example/a":            true,
-		"https://cdn.example/a":               false,
-		"https://evilcdn.example/a":           false,
-		"https://files.service.example.evil/": false,
-		"ftp://files.service.example/a":       false,
-		"file:///etc/passwd":                  false,
-	} {
-		u, _ := url.Parse(raw)
-		if got := l.inlineHostAllowed(u); got != want {
-			t.Errorf("%s: %v, want %v", raw, got, want)
-		}
-	}
-}
-
-func TestRewriteJob(t *testing.T) {
-	job := `{"jobType":"build-file","file":{"id":3,"contentUrl":"https://f/x"},"stringsUrl":"https://f/s","project":{"id":2}}`
-	out, err := rewriteJob([]byte(job), []byte(`[{"identifier":"a"}]`), []byte("YQ=="))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]any
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%s: %v", out, err)
-	}
-	file := got["file"].(map[string]any)
-	if got["stringsUrl"] != nil || file["contentUrl"] != nil || file["content"] != "YQ==" || file["id"] != 3.0 ||
-		len(got["strings"].([]any)) != 1 || got["jobType"] != "build-file" {
-		t.Errorf("rewritten job %s", out)
-	}
-	if _, err := rewriteJob([]byte(`[1]`), nil, nil); err == nil {
-		t.Errorf("an array rewritten without error")
-	}
-}
-
-func FuzzRewriteJob(f *testing.F) {
-	f.Add([]byte(`{"jobType":"build-file","file":{"contentUrl":"u"},"stringsUrl":"s"}`))
-	f.Add([]byte(`{"file":[],"stringsUrl":1}`))
-	f.Add([]byte(`{"a":`))
-	f.Fuzz(func(t *testing.T, job []byte) {
-		out, err := rewriteJob(job, []byte(`[]`), []byte("YQ=="))
-		if err == nil && !json.Valid(out) {
-			t.Fatalf("rewriteJob(%q) = %q, not JSON", job, out)
-		}
-		if err != nil && strings.Contains(err.Error(), string(job)) && len(job) > 8 {
-			t.Fatalf("error %q quotes the job", err)
-		}
-	})
-}
 
 func TestContractAsksForAnUncompressedAnswer(t *testing.T) {
 	var got []string
@@ -155,5 +76,68 @@ func TestSpillBuffer(t *testing.T) {
 	// a breach found on disk is answered like one found in memory
 	if rec := serve(`{"data":{"content":"` + content + `!"}}`); rec.Code != 502 || !strings.Contains(errorMessage(t, rec.Body.Bytes()), "not base64") {
 		t.Errorf("breach in a large answer: %d %q", rec.Code, rec.Body)
+	}
+}
+
+// A breach is logged by its rule, the string's position and the job type:
+// no identifier or other text of the answer reaches the log.
+func TestContractBreachLogHoldsNoBodyText(t *testing.T) {
+	job := `{"jobType":"parse-file","organization":{},"project":{},"file":{"content":""},"sourceLanguage":{},"targetLanguages":[{"id":"uk"}]}`
+	tests := []struct {
+		answer string
+		index  int
+		rule   string
+	}{
+		{`{"data":{"strings":[{"identifier":"ok","text":"A"},{"identifier":"secret-ident-42"}]}}`, 2, "has no text"},
+		{`{"data":{"strings":[{"identifier":"secret-ident-42","text":"A","translations":{"Secret Launch Plan":{"text":"B"}}}]}}`, 1,
+			`has a translation into "…", which is not a target language of the job`},
+	}
+	for _, tt := range tests {
+		core, logs := observer.New(zapcore.DebugLevel)
+		l := newTestLimits(t, &ServiceLimits{Contract: "custom-file-format"})
+		l.logger = zap.New(core)
+		rec := httptest.NewRecorder()
+		err := l.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/file-format", strings.NewReader(job)),
+			caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				io.WriteString(w, tt.answer)
+				return nil
+			}))
+		if err != nil || rec.Code != http.StatusBadGateway {
+			t.Fatalf("%s: %v %d %s", tt.answer, err, rec.Code, rec.Body)
+		}
+		entries := logs.FilterMessage("app answer breaks the module contract").All()
+		if len(entries) != 1 {
+			t.Fatalf("%d breach lines logged, want 1", len(entries))
+		}
+		fields := entries[0].ContextMap()
+		if fields["rule"] != tt.rule || fields["string"] != int64(tt.index) || fields["job_type"] != "parse-file" {
+			t.Errorf("breach logged as %v, want rule %q, string %d, job_type parse-file", fields, tt.rule, tt.index)
+		}
+		var line strings.Builder
+		for _, e := range logs.All() {
+			line.WriteString(e.Message)
+			for k, v := range e.ContextMap() {
+				fmt.Fprintf(&line, " %s=%v", k, v)
+			}
+		}
+		for _, secret := range []string{"secret-ident-42", "Secret Launch Plan", "Secret"} {
+			if strings.Contains(line.String(), secret) {
+				t.Errorf("the log holds %q from the answer: %s", secret, line.String())
+			}
+		}
+	}
+}
+
+func TestRedactQuoted(t *testing.T) {
+	for in, want := range map[string]string{
+		"has no text": "has no text",
+		`has a translation into "de", which is not a target language of the job`: `has a translation into "…", which is not a target language of the job`,
+		`a status for the plural form "a\"b", which is not`:                      `a status for the plural form "…", which is not`,
+		`two "a" and "b"`: `two "…" and "…"`,
+		`open "quote`:     `open "…`,
+	} {
+		if got := redactQuoted(in); got != want {
+			t.Errorf("redactQuoted(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -1,0 +1,200 @@
+package limits
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"sync"
+)
+
+// Body is a request body read whole into memory, within a size limit, and
+// handed on as the request's Body (an io.ReadCloser) to the handlers after
+// the one that read it.
+//
+// Its memory grows with the bytes received, never with the bytes promised:
+// a declared length (Content-Length) sizes nothing before the bytes arrive.
+// A new buffer starts at 4 KiB at most (a pooled one, memory already held,
+// is used as it is) and doubles as it fills, never past the declared
+// length (plus one byte, to see the end) while the client keeps its word,
+// so it holds at most about twice what was received.
+//
+// The buffer comes from a pool and goes back to it once both the handler
+// that read the body is done (Release) and the body is closed (Close):
+// net/http's transport may still be sending the body from its own goroutine
+// after the response came back, and closes it when done. Buffers above
+// MaxPooled bytes are left to the garbage collector, so that a burst of
+// large bodies is not kept after it. A Body is never reused: a late call on
+// an old one cannot touch a newer body.
+type Body struct {
+	mu     sync.Mutex
+	pooled *[]byte // the pool's handle of buf; nil once returned
+	buf    []byte
+	r      bytes.Reader
+	closed bool // the reader is done
+	done   bool // the handler is done
+}
+
+const (
+	// MaxPooled is the largest buffer kept in the pool for the next body.
+	MaxPooled = 128 << 10
+	// firstBuffer is the most a body allocates before its bytes arrive.
+	firstBuffer = 4 << 10
+)
+
+var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// buffers is where a Body takes its buffer from and returns it to; tests
+// replace it to see what is kept.
+var buffers interface {
+	Get() any
+	Put(any)
+} = &bodyBuffers
+
+// ReadAll reads src whole into a new Body. declared is the length the
+// sender announced, -1 when it announced none; it bounds the growth of
+// the buffer, never its first size. A src holding more than limit bytes
+// stops the reading with ErrTooLarge, as does an *http.MaxBytesError
+// from src; other read errors are returned as they are. On error no Body
+// is returned and nothing is left to release. A nil src reads as empty.
+func ReadAll(src io.Reader, declared, limit int64) (*Body, error) {
+	limit = min(max(limit, 0), math.MaxInt64-1)
+	declared = min(declared, limit)
+	b := &Body{pooled: buffers.Get().(*[]byte)}
+	buf := (*b.pooled)[:0]
+	if cap(buf) == 0 {
+		first := int64(firstBuffer)
+		if declared >= 0 {
+			first = min(first, declared+1)
+		}
+		buf = make([]byte, 0, min(first, limit+1))
+	}
+	for src != nil {
+		if len(buf) == cap(buf) {
+			buf = grow(buf, declared, limit)
+		}
+		// At most one byte over the limit is read: enough to know the body
+		// is too large.
+		end := min(int64(cap(buf)), limit+1)
+		n, err := src.Read(buf[len(buf):end])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			b.buf = buf
+			b.put()
+			return nil, ErrTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.buf = buf
+			b.put()
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, ErrTooLarge
+			}
+			return nil, err
+		}
+	}
+	b.buf = buf
+	b.r.Reset(buf)
+	return b, nil
+}
+
+// grow returns a copy of the full buf with twice the room (at least
+// firstBuffer), up to the declared length plus one while the body is
+// within it, and never over limit plus one.
+func grow(buf []byte, declared, limit int64) []byte {
+	size := max(2*int64(cap(buf)), firstBuffer)
+	if declared >= 0 && int64(len(buf)) <= declared {
+		size = min(size, declared+1)
+	}
+	size = min(size, limit+1)
+	grown := make([]byte, len(buf), size)
+	copy(grown, buf)
+	return grown
+}
+
+// Bytes returns the body as read, or as set by Replace. It stays valid
+// until the body is both released and closed.
+func (b *Body) Bytes() []byte { return b.buf }
+
+// Len is the length of the body.
+func (b *Body) Len() int { return len(b.buf) }
+
+// Replace makes p the body, from its start; the Body takes p, and the
+// caller must not use it afterwards. Call it only before the body is
+// handed on.
+func (b *Body) Replace(p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.put()
+	b.pooled = &p
+	b.buf = p
+	b.r.Reset(p)
+}
+
+// Read reads the body; reading after Close is an error.
+func (b *Body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.r.Read(p)
+}
+
+// WriteTo writes the rest of the body to w without a buffer of its own.
+func (b *Body) WriteTo(w io.Writer) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.r.WriteTo(w)
+}
+
+// Close ends the reader's use of the body; the buffer goes back to the
+// pool if the handler is done too. A second Close does nothing.
+func (b *Body) Close() error {
+	b.mu.Lock()
+	put := !b.closed && b.done
+	b.closed = true
+	b.mu.Unlock()
+	if put {
+		b.put()
+	}
+	return nil
+}
+
+// Release ends the handler's use of the body; the buffer goes back to the
+// pool if the body is closed too. A handler that does not hand the body
+// on closes it as well.
+func (b *Body) Release() {
+	b.mu.Lock()
+	put := b.closed && !b.done
+	b.done = true
+	b.mu.Unlock()
+	if put {
+		b.put()
+	}
+}
+
+// put returns the buffer to the pool. It is called once, when nothing can
+// read the buffer any more.
+func (b *Body) put() {
+	p, buf := b.pooled, b.buf
+	b.pooled, b.buf = nil, nil
+	b.r.Reset(nil)
+	if p == nil || cap(buf) == 0 || cap(buf) > MaxPooled {
+		return
+	}
+	*p = buf[:0]
+	buffers.Put(p)
+}
+
+var (
+	_ io.ReadCloser = (*Body)(nil)
+	_ io.WriterTo   = (*Body)(nil)
+)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package limits
+
+const raceEnabled = false
