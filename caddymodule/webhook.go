@@ -18,9 +18,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/signature"
 )
 
@@ -112,7 +112,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if m.MaxSize == 0 {
 		m.MaxSize = defaultWebhookMaxSize
 	}
-	m.tooLarge = "The delivery is larger than the " + humanize.IBytes(uint64(max(m.MaxSize, 0))) + " this endpoint accepts."
+	m.tooLarge = "The delivery is larger than the " + limits.Limit(m.MaxSize) + " this endpoint accepts."
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
