@@ -26,66 +26,19 @@ func init() {
 //		max_size <size>               # default 5MiB
 //	}
 func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	err := parseDirective(d, map[string]subdirective{
+		"secret":       repeatable(appendArgs(&m.Secrets)),
+		"secrets_file": once(stringArg(&m.SecretsFile)),
+		"secrets_poll": once(durationTo(&m.SecretsPoll)),
+		"module_key":   repeatable(appendArgs(&m.ModuleKeys)),
+		"events":       repeatable(appendArgs(&m.Events)),
+		"max_size":     once(sizeTo(&m.MaxSize)),
+	})
+	if err != nil {
+		return err
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "secret":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			m.Secrets = append(m.Secrets, args...)
-		case "secrets_file":
-			if m.SecretsFile != "" {
-				return d.Err("secrets_file given twice")
-			}
-			if !d.AllArgs(&m.SecretsFile) {
-				return d.ArgErr()
-			}
-		case "secrets_poll":
-			var s string
-			if !d.AllArgs(&s) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(s)
-			if err != nil {
-				return d.Errf("parsing secrets_poll: %v", err)
-			}
-			if dur <= 0 {
-				return d.Err("secrets_poll must be positive")
-			}
-			m.SecretsPoll = caddy.Duration(dur)
-		case "module_key":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			m.ModuleKeys = append(m.ModuleKeys, args...)
-		case "events":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			m.Events = append(m.Events, args...)
-		case "max_size":
-			var s string
-			if !d.AllArgs(&s) {
-				return d.ArgErr()
-			}
-			size, err := parseSize(d, "max_size", s)
-			if err != nil {
-				return err
-			}
-			if size > 1<<40 {
-				return d.Errf("max_size must be between 1 byte and 1 TiB")
-			}
-			m.MaxSize = size
-		default:
-			return d.Errf("unrecognized service_webhook sub-directive %q", d.Val())
-		}
+	if err := m.Validate(); err != nil {
+		return directiveErr(d, err)
 	}
 	return nil
 }
