@@ -212,3 +212,48 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDirectiveCaddyfile feeds every servicegate directive's Caddyfile
+// parser any block: none may panic, and what one accepts must pass its
+// module's Validate, as the parser runs the checks Caddy would run at
+// provision.
+func FuzzDirectiveCaddyfile(f *testing.F) {
+	for i, g := range servicegateDirectives {
+		f.Add(i, strings.Join(g.valid, "\n"))
+		f.Add(i, strings.Join(append(g.valid, g.once...), "\n"))
+		f.Add(i, strings.Join(append(append(g.valid, g.repeatable...), g.repeatable...), "\n"))
+		f.Add(i, strings.Join(g.once, "\n"))
+	}
+	f.Fuzz(func(t *testing.T, which int, block string) {
+		if which < 0 {
+			which = -which
+		}
+		g := servicegateDirectives[which%len(servicegateDirectives)]
+		var u caddyfile.Unmarshaler
+		switch g.name {
+		case "service_auth":
+			u = new(ServiceAuth)
+		case "service_subscription":
+			u = new(ServiceSubscription)
+		case "service_webhook":
+			u = new(ServiceWebhook)
+		case "service_limits":
+			u = new(ServiceLimits)
+		case "service_oauth":
+			u = new(ServiceOAuth)
+		case "service_emulator":
+			u = new(ServiceEmulator)
+		}
+		if err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser(g.name + " {\n" + block + "\n}")); err != nil {
+			return
+		}
+		if v, ok := u.(interface{ Validate() error }); ok {
+			if g.name == "service_oauth" {
+				return // validated with Provision's defaults, see UnmarshalCaddyfile
+			}
+			if err := v.Validate(); err != nil {
+				t.Fatalf("%s {%s} parsed but does not validate: %v", g.name, block, err)
+			}
+		}
+	})
+}
