@@ -197,6 +197,7 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"limits inline without hosts", "service_limits", []string{"contract file-pre-export", "inline"}, 3, "inline needs inline_hosts"},
 		{"limits spill below response", "service_limits", []string{"contract custom-file-format", "max_response_size 2MiB", "spill_max_size 1MiB"}, 3, "spill_max_size (1 MB) is below max_response_size (2 MB)"},
 		{"limits size too large", "service_limits", []string{"max_request_size 2TiB"}, 4, "too large: at most 1 TB"},
+		{"emulator token_lifetime under a second", "service_emulator", []string{"client_id c", "client_secret s", "redirect_uri http://localhost/cb", "token_lifetime 500ms"}, 7, "shorter than the one second"},
 		{"emulator without secret", "service_emulator", []string{"client_id c", "redirect_uri http://localhost/cb"}, 3, "needs client_id, client_secret"},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -40,8 +41,14 @@ func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"app_identifier": once(stringArg(&m.AppIdentifier)),
 		"issuer":         once(stringArg(&m.Issuer)),
 		"redirect_uri":   repeatable(appendArgs(&m.RedirectURIs)),
-		"token_lifetime": once(durationTo(&m.TokenLifetime)),
-		"code_lifetime":  once(durationTo(&m.CodeLifetime)),
+		"token_lifetime": once(func(d *caddyfile.Dispenser) (err error) {
+			// Tokens carry whole seconds (exp, iat).
+			if m.TokenLifetime, err = durationArg(d, false); err == nil && time.Duration(m.TokenLifetime) < time.Second {
+				return d.Errf("token_lifetime %s is shorter than the one second a token's exp can tell", time.Duration(m.TokenLifetime))
+			}
+			return err
+		}),
+		"code_lifetime": once(durationTo(&m.CodeLifetime)),
 		"organization": repeatable(func(d *caddyfile.Dispenser) error {
 			org, err := unmarshalEmulatedOrganization(d)
 			if err != nil {
