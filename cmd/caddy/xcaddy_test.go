@@ -84,7 +84,7 @@ func main() {
 	// the throwaway go.mod from the module graph, as `go get` does.
 	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build of the xcaddy-style main module: %v\n%s", err, out)
+		t.Fatalf("go build of the xcaddy-style main module (offline: run `go mod download` first): %v\n%s", err, out)
 	}
 
 	out, err := exec.CommandContext(ctx, binary, "list-modules").CombinedOutput()
