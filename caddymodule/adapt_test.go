@@ -17,7 +17,8 @@ var updateGolden = flag.Bool("update", false, "rewrite the JSON half of testdata
 
 // TestAdapt adapts every testdata/adapt/*.caddyfiletest: a Caddyfile, a line
 // of ten dashes, then the JSON it must adapt to. A file whose JSON half is
-// the word "error" must fail to adapt.
+// the word "error" must fail to adapt; "error: <text>" with an error that
+// contains the text.
 func TestAdapt(t *testing.T) {
 	files, err := filepath.Glob("testdata/adapt/*.caddyfiletest")
 	if err != nil {
@@ -38,9 +39,12 @@ func TestAdapt(t *testing.T) {
 			}
 			adapter := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}
 			got, _, err := adapter.Adapt([]byte(input), nil)
-			if strings.TrimSpace(want) == "error" {
+			if wantErr, ok := strings.CutPrefix(strings.TrimSpace(want), "error"); ok {
 				if err == nil {
 					t.Fatalf("adapted without error, want an error:\n%s", got)
+				}
+				if wantErr = strings.TrimSpace(strings.TrimPrefix(wantErr, ":")); !strings.Contains(err.Error(), wantErr) {
+					t.Fatalf("error %q, want one containing %q", err, wantErr)
 				}
 				return
 			}

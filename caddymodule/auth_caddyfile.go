@@ -1,7 +1,8 @@
 package caddymodule
 
 import (
-	"strconv"
+	"net/url"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -34,111 +35,81 @@ func init() {
 //		cache_size <n>                     # default 10000; 0 disables
 //	}
 func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	oneArg := func(dst *string) error {
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		*dst = d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-		return nil
-	}
-	duration := func() (caddy.Duration, error) {
-		var s string
-		if err := oneArg(&s); err != nil {
-			return 0, err
-		}
-		dur, err := caddy.ParseDuration(s)
-		if err != nil {
-			return 0, d.Errf("%s: %v", d.Val(), err)
-		}
-		if dur < 0 {
-			return 0, d.Errf("%s must not be negative", s)
-		}
-		return caddy.Duration(dur), nil
-	}
-	for d.NextBlock(0) {
-		var err error
-		switch sub := d.Val(); sub {
-		case "hs256_secret":
-			err = oneArg(&a.HS256Secret)
-		case "public_key":
-			err = oneArg(&a.PublicKey)
-		case "jwks_url":
-			err = oneArg(&a.JWKSURL)
-		case "jwks_refresh":
-			a.JWKSRefresh, err = duration()
-		case "jwks_min_interval":
-			a.JWKSMinInterval, err = duration()
-		case "audience":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			a.Audience = append(a.Audience, args...)
-		case "issuer":
-			err = oneArg(&a.Issuer)
-		case "leeway":
-			var l caddy.Duration
-			l, err = duration()
-			a.Leeway = &l
-		case "from_query":
-			err = oneArg(&a.FromQuery)
-		case "strip_query":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			a.StripQuery = true
-		case "realm":
-			err = oneArg(&a.Realm)
-			if err == nil && !validQuotedText(a.Realm) {
-				return d.Errf(`realm must be printable text without " or \`)
-			}
-		case "claim_header":
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return d.ArgErr()
-			}
-			if !validHeaderName(args[0]) {
-				return d.Errf("claim_header: %q is not a valid header name", args[0])
-			}
-			if a.ClaimHeaders == nil {
-				a.ClaimHeaders = make(map[string]string)
-			}
-			if _, dup := a.ClaimHeaders[args[0]]; dup {
-				return d.Errf("claim_header %s given twice", args[0])
-			}
-			a.ClaimHeaders[args[0]] = args[1]
-		case "organization_claims":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			a.OrganizationClaims = args
-		case "cache_size":
-			var s string
-			if err = oneArg(&s); err == nil {
-				n, convErr := strconv.Atoi(s)
-				if convErr != nil || n < 0 {
-					return d.Errf("cache_size %q: want a whole number, 0 or more", s)
-				}
-				a.CacheSize = &n
-			}
-		default:
-			return d.Errf("unrecognized service_auth sub-directive %q", sub)
-		}
-		if err != nil {
+	duration := func(dst *caddy.Duration) func(*caddyfile.Dispenser) error {
+		return func(d *caddyfile.Dispenser) (err error) {
+			*dst, err = durationArg(d, true)
 			return err
 		}
 	}
-	if d.Next() {
-		return d.Errf("service_auth: only one block is allowed")
+	err := parseDirective(d, map[string]subdirective{
+		"hs256_secret":      once(stringArg(&a.HS256Secret)),
+		"public_key":        once(stringArg(&a.PublicKey)),
+		"jwks_url":          once(a.parseJWKSURL),
+		"jwks_refresh":      once(duration(&a.JWKSRefresh)),
+		"jwks_min_interval": once(duration(&a.JWKSMinInterval)),
+		"audience":          repeatable(appendArgs(&a.Audience)),
+		"issuer":            once(stringArg(&a.Issuer)),
+		"leeway": once(func(d *caddyfile.Dispenser) error {
+			a.Leeway = new(caddy.Duration)
+			return duration(a.Leeway)(d)
+		}),
+		"from_query": once(stringArg(&a.FromQuery)),
+		"strip_query": once(func(d *caddyfile.Dispenser) error {
+			a.StripQuery = true
+			return noArg(d)
+		}),
+		"realm": once(func(d *caddyfile.Dispenser) (err error) {
+			if a.Realm, err = oneArg(d); err == nil && !validQuotedText(a.Realm) {
+				return d.Errf(`realm must be printable text without " or \`)
+			}
+			return err
+		}),
+		"claim_header":        repeatable(a.parseClaimHeader),
+		"organization_claims": once(appendArgs(&a.OrganizationClaims)),
+		"cache_size": once(func(d *caddyfile.Dispenser) error {
+			n, err := intArg(d, 0)
+			a.CacheSize = &n
+			return err
+		}),
+	})
+	if err != nil {
+		return err
 	}
+	if err := a.Validate(); err != nil {
+		return directiveErr(d, err)
+	}
+	return nil
+}
+
+// parseJWKSURL reads jwks_url, checking a URL without placeholders now.
+func (a *ServiceAuth) parseJWKSURL(d *caddyfile.Dispenser) (err error) {
+	if a.JWKSURL, err = oneArg(d); err != nil {
+		return err
+	}
+	if !strings.Contains(a.JWKSURL, "{") {
+		if u, err := url.Parse(a.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return d.Errf("jwks_url %q is not an http(s) URL", a.JWKSURL)
+		}
+	}
+	return nil
+}
+
+// parseClaimHeader reads "claim_header <Header> <claim.path>".
+func (a *ServiceAuth) parseClaimHeader(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) != 2 {
+		return d.ArgErr()
+	}
+	if !validHeaderName(args[0]) {
+		return d.Errf("claim_header: %q is not a valid header name", args[0])
+	}
+	if a.ClaimHeaders == nil {
+		a.ClaimHeaders = make(map[string]string)
+	}
+	if _, dup := a.ClaimHeaders[args[0]]; dup {
+		return d.Errf("claim_header %s given more than once", args[0])
+	}
+	a.ClaimHeaders[args[0]] = args[1]
 	return nil
 }
 

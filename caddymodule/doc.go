@@ -4,7 +4,8 @@
 // jsonscan, limits, contract, oauth and emulator, which know nothing of
 // Caddy.
 //
-// Importing this package registers the modules
+// Importing this package (or the module root, github.com/servicegate/servicegate,
+// the package xcaddy's --with imports) registers the modules
 //
 //	http.handlers.service_limits
 //	http.handlers.service_webhook

@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"errors"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -33,48 +35,21 @@ func init() {
 //		}
 //	}
 func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		switch name := d.Val(); name {
-		case "client_id", "client_secret", "app_identifier", "issuer":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
+	err := parseDirective(d, map[string]subdirective{
+		"client_id":      once(stringArg(&m.ClientID)),
+		"client_secret":  once(stringArg(&m.ClientSecret)),
+		"app_identifier": once(stringArg(&m.AppIdentifier)),
+		"issuer":         once(stringArg(&m.Issuer)),
+		"redirect_uri":   repeatable(appendArgs(&m.RedirectURIs)),
+		"token_lifetime": once(func(d *caddyfile.Dispenser) (err error) {
+			// Tokens carry whole seconds (exp, iat).
+			if m.TokenLifetime, err = durationArg(d, false); err == nil && time.Duration(m.TokenLifetime) < time.Second {
+				return d.Errf("token_lifetime %s is shorter than the one second a token's exp can tell", time.Duration(m.TokenLifetime))
 			}
-			switch name {
-			case "client_id":
-				m.ClientID = v
-			case "client_secret":
-				m.ClientSecret = v
-			case "app_identifier":
-				m.AppIdentifier = v
-			case "issuer":
-				m.Issuer = v
-			}
-		case "redirect_uri":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			m.RedirectURIs = append(m.RedirectURIs, args...)
-		case "token_lifetime", "code_lifetime":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return d.Errf("%s %q is not a positive duration", name, v)
-			}
-			if name == "token_lifetime" {
-				m.TokenLifetime = caddy.Duration(dur)
-			} else {
-				m.CodeLifetime = caddy.Duration(dur)
-			}
-		case "organization":
+			return err
+		}),
+		"code_lifetime": once(durationTo(&m.CodeLifetime)),
+		"organization": repeatable(func(d *caddyfile.Dispenser) error {
 			org, err := unmarshalEmulatedOrganization(d)
 			if err != nil {
 				return err
@@ -85,12 +60,14 @@ func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 			m.Organizations = append(m.Organizations, org)
-		default:
-			return d.Errf("unrecognized service_emulator sub-directive %q", name)
-		}
+			return nil
+		}),
+	})
+	if err != nil {
+		return err
 	}
 	if m.ClientID == "" || m.ClientSecret == "" || len(m.RedirectURIs) == 0 {
-		return d.Err("service_emulator needs client_id, client_secret and at least one redirect_uri")
+		return directiveErr(d, errors.New("service_emulator needs client_id, client_secret and at least one redirect_uri"))
 	}
 	return nil
 }
@@ -98,51 +75,46 @@ func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // unmarshalEmulatedOrganization reads "organization <domain> { … }".
 func unmarshalEmulatedOrganization(d *caddyfile.Dispenser) (EmulatedOrganization, error) {
 	var org EmulatedOrganization
-	if !d.NextArg() {
-		return org, d.ArgErr()
-	}
-	org.Domain = d.Val()
-	if d.NextArg() {
-		return org, d.ArgErr()
+	var err error
+	if org.Domain, err = oneArg(d); err != nil {
+		return org, err
 	}
 	states := 0
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch name := d.Val(); name {
-		case "id":
-			var v string
-			if !d.AllArgs(&v) {
-				return org, d.ArgErr()
+	state := func(parse func(d *caddyfile.Dispenser) error) subdirective {
+		return once(func(d *caddyfile.Dispenser) error {
+			states++
+			return parse(d)
+		})
+	}
+	err = parseBlock(d, "organization", map[string]subdirective{
+		"id": once(func(d *caddyfile.Dispenser) error {
+			v, err := oneArg(d)
+			if err != nil {
+				return err
 			}
 			id, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || id <= 0 {
-				return org, d.Errf("organization %s: id %q is not a positive integer", org.Domain, v)
+				return d.Errf("organization %s: id %q is not a positive integer", org.Domain, v)
 			}
 			org.ID = id
-		case "active_until":
-			var v string
-			if !d.AllArgs(&v) {
-				return org, d.ArgErr()
+			return nil
+		}),
+		"active_until": state(func(d *caddyfile.Dispenser) error {
+			v, err := oneArg(d)
+			if err != nil {
+				return err
 			}
 			if _, err := parseActiveUntil(v); err != nil {
-				return org, d.Errf("organization %s: %v", org.Domain, err)
+				return d.Errf("organization %s: %v", org.Domain, err)
 			}
 			org.ActiveUntil = v
-			states++
-		case "unpaid":
-			var v string
-			if !d.AllArgs(&v) {
-				return org, d.ArgErr()
-			}
-			org.SubscribeLink = v
-			states++
-		case "missing":
-			if d.NextArg() {
-				return org, d.ArgErr()
-			}
-			states++
-		default:
-			return org, d.Errf("unrecognized organization sub-directive %q", name)
-		}
+			return nil
+		}),
+		"unpaid":  state(stringArg(&org.SubscribeLink)),
+		"missing": state(noArg),
+	})
+	if err != nil {
+		return org, err
 	}
 	if org.ID == 0 {
 		return org, d.Errf("organization %s needs an id", org.Domain)

@@ -1,15 +1,16 @@
 package caddymodule
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 
 	"github.com/servicegate/servicegate/contract"
+	"github.com/servicegate/servicegate/limits"
 )
 
 func init() {
@@ -48,124 +49,75 @@ func init() {
 // Every sub-directive is optional, and so is the block; a spill_* or
 // inline_* sub-directive turns on spill or inline.
 func (l *ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		sub := d.Val()
-		if strings.HasPrefix(sub, "spill") && l.Spill == nil {
-			l.Spill = new(SpillOptions)
-		}
-		if strings.HasPrefix(sub, "inline") && l.Inline == nil {
-			l.Inline = new(InlineOptions)
-		}
-		switch sub {
-		case "spill", "inline", "inline_allow_private":
-			if d.NextArg() {
-				return d.ArgErr()
+	// Each spill_* and inline_* sub-directive turns on spill or inline.
+	spill := func(parse func(s *SpillOptions, d *caddyfile.Dispenser) error) func(*caddyfile.Dispenser) error {
+		return func(d *caddyfile.Dispenser) error {
+			if l.Spill == nil {
+				l.Spill = new(SpillOptions)
 			}
-			if sub == "inline_allow_private" {
-				l.Inline.AllowPrivate = true
-			}
-			continue
-		case "inline_hosts":
-			hosts := d.RemainingArgs()
-			if len(hosts) == 0 {
-				return d.ArgErr()
-			}
-			l.Inline.Hosts = append(l.Inline.Hosts, hosts...)
-			continue
-		}
-		var arg string
-		if !d.AllArgs(&arg) {
-			return d.ArgErr()
-		}
-		switch sub {
-		case "max_request_size", "max_response_size", "spill_max_size", "inline_max_size":
-			size, err := parseSize(d, sub, arg)
-			if err != nil {
-				return err
-			}
-			switch sub {
-			case "max_request_size":
-				l.MaxRequestSize = size
-			case "max_response_size":
-				l.MaxResponseSize = size
-			case "spill_max_size":
-				l.Spill.MaxSize = size
-			default:
-				l.Inline.MaxSize = size
-			}
-		case "timeout", "spill_ttl", "inline_timeout":
-			dur, err := caddy.ParseDuration(arg)
-			if err != nil {
-				return d.Errf("parsing %s %q: %v", sub, arg, err)
-			}
-			if dur <= 0 {
-				return d.Errf("%s must be more than zero, got %q", sub, arg)
-			}
-			switch sub {
-			case "timeout":
-				l.Timeout = caddy.Duration(dur)
-			case "spill_ttl":
-				l.Spill.TTL = caddy.Duration(dur)
-			default:
-				l.Inline.Timeout = caddy.Duration(dur)
-			}
-		case "contract":
-			if arg != contract.CustomFileFormat && arg != contract.FilePreExport {
-				return d.Errf("contract must be %s or %s, got %q", contract.CustomFileFormat, contract.FilePreExport, arg)
-			}
-			l.Contract = arg
-		case "mode":
-			if arg != contractEnforce && arg != contractReport {
-				return d.Errf("mode must be %s or %s, got %q", contractEnforce, contractReport, arg)
-			}
-			l.Mode = arg
-		case "spill_path":
-			if !strings.HasPrefix(arg, "/") || !strings.HasSuffix(arg, "/") {
-				return d.Errf("spill_path must start and end with /, got %q", arg)
-			}
-			l.Spill.Path = arg
-		case "spill_base_url":
-			l.Spill.BaseURL = arg
-		case "spill_dir":
-			l.Spill.Dir = arg
-		case "spill_key":
-			l.Spill.Key = arg
-		default:
-			return d.Errf("unrecognized service_limits subdirective %q", sub)
+			return parse(l.Spill, d)
 		}
 	}
-	switch {
-	case l.Mode != "" && l.Contract == "":
-		return d.Err("mode needs contract")
-	case l.Spill != nil && l.Contract == "":
-		return d.Err("spill needs contract, which tells what an answer carries")
-	case l.Inline != nil && l.Contract == "":
-		return d.Err("inline needs contract, which tells what a job carries")
-	case l.Inline != nil && len(l.Inline.Hosts) == 0:
-		return d.Err("inline needs inline_hosts, the hosts payloads may be fetched from")
-	case l.Spill != nil && l.Spill.MaxSize != 0 && l.Spill.MaxSize < l.responseLimit():
-		return d.Err("spill_max_size is below max_response_size")
+	inline := func(parse func(in *InlineOptions, d *caddyfile.Dispenser) error) func(*caddyfile.Dispenser) error {
+		return func(d *caddyfile.Dispenser) error {
+			if l.Inline == nil {
+				l.Inline = new(InlineOptions)
+			}
+			return parse(l.Inline, d)
+		}
+	}
+	err := parseDirective(d, map[string]subdirective{
+		"max_request_size":  once(sizeTo(&l.MaxRequestSize)),
+		"max_response_size": once(sizeTo(&l.MaxResponseSize)),
+		"timeout":           once(durationTo(&l.Timeout)),
+		"contract": once(func(d *caddyfile.Dispenser) (err error) {
+			if l.Contract, err = oneArg(d); err == nil && l.Contract != contract.CustomFileFormat && l.Contract != contract.FilePreExport {
+				return d.Errf("contract must be %s or %s, got %q", contract.CustomFileFormat, contract.FilePreExport, l.Contract)
+			}
+			return err
+		}),
+		"mode": once(func(d *caddyfile.Dispenser) (err error) {
+			if l.Mode, err = oneArg(d); err == nil && l.Mode != contractEnforce && l.Mode != contractReport {
+				return d.Errf("mode must be %s or %s, got %q", contractEnforce, contractReport, l.Mode)
+			}
+			return err
+		}),
+
+		"spill": once(spill(func(_ *SpillOptions, d *caddyfile.Dispenser) error { return noArg(d) })),
+		"spill_path": once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) (err error) {
+			if s.Path, err = oneArg(d); err == nil && (!strings.HasPrefix(s.Path, "/") || !strings.HasSuffix(s.Path, "/")) {
+				return d.Errf("spill_path must start and end with /, got %q", s.Path)
+			}
+			return err
+		})),
+		"spill_base_url": once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return stringArg(&s.BaseURL)(d) })),
+		"spill_ttl":      once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return durationTo(&s.TTL)(d) })),
+		"spill_dir":      once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return stringArg(&s.Dir)(d) })),
+		"spill_max_size": once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return sizeTo(&s.MaxSize)(d) })),
+		"spill_key":      once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return stringArg(&s.Key)(d) })),
+
+		"inline":          once(inline(func(_ *InlineOptions, d *caddyfile.Dispenser) error { return noArg(d) })),
+		"inline_hosts":    repeatable(inline(func(in *InlineOptions, d *caddyfile.Dispenser) error { return appendArgs(&in.Hosts)(d) })),
+		"inline_max_size": once(inline(func(in *InlineOptions, d *caddyfile.Dispenser) error { return sizeTo(&in.MaxSize)(d) })),
+		"inline_timeout":  once(inline(func(in *InlineOptions, d *caddyfile.Dispenser) error { return durationTo(&in.Timeout)(d) })),
+		"inline_allow_private": once(inline(func(in *InlineOptions, d *caddyfile.Dispenser) error {
+			in.AllowPrivate = true
+			return noArg(d)
+		})),
+	})
+	if err != nil {
+		return err
+	}
+	// Validate's checks, made here too so that the message names the file
+	// and line; spill_max_size against the default max_response_size too.
+	if l.Spill != nil && l.Spill.MaxSize != 0 && l.Spill.MaxSize < l.responseLimit() {
+		return directiveErr(d, fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)",
+			limits.Limit(l.Spill.MaxSize), limits.Limit(l.responseLimit())))
+	}
+	if err := l.Validate(); err != nil {
+		return directiveErr(d, err)
 	}
 	return nil
-}
-
-// parseSize reads a size as Caddy writes sizes: 5MiB, 500KB, 1048576.
-func parseSize(d *caddyfile.Dispenser, sub, arg string) (int64, error) {
-	size, err := humanize.ParseBytes(arg)
-	if err != nil {
-		return 0, d.Errf("parsing %s %q: %v", sub, arg, err)
-	}
-	if size == 0 {
-		return 0, d.Errf("%s must be more than zero bytes, got %q", sub, arg)
-	}
-	if size > 1<<62 {
-		return 0, d.Errf("%s %q is too large", sub, arg)
-	}
-	return int64(size), nil
 }
 
 var _ caddyfile.Unmarshaler = (*ServiceLimits)(nil)

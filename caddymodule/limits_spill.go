@@ -116,7 +116,7 @@ func (l *ServiceLimits) validateSpill() error {
 		return errors.New("service_limits: spill_ttl and spill_max_size must be positive")
 	}
 	if s.MaxSize != 0 && s.MaxSize < l.MaxResponseSize {
-		return fmt.Errorf("service_limits: spill_max_size (%d) is below max_response_size (%d)", s.MaxSize, l.MaxResponseSize)
+		return fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)", limits.Limit(s.MaxSize), limits.Limit(l.MaxResponseSize))
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 package caddymodule
 
 import (
-	"strconv"
+	"errors"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -39,85 +39,69 @@ func init() {
 //		timeout <duration>
 //	}
 func (m *ServiceOAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	onOff := func(d *caddyfile.Dispenser) error {
+		v, err := oneArg(d)
+		if err != nil {
+			return err
+		}
+		if v != "on" && v != "off" {
+			return d.Errf("cookie_secure must be on or off, not %q", v)
+		}
+		secure := v == "on"
+		m.CookieSecure = &secure
+		return nil
 	}
-	for d.NextBlock(0) {
-		name := d.Val()
-		if name == "scopes" {
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
+	err := parseDirective(d, map[string]subdirective{
+		"client_id":           once(stringArg(&m.ClientID)),
+		"client_secret":       once(stringArg(&m.ClientSecret)),
+		"auth_url":            once(stringArg(&m.AuthURL)),
+		"scopes":              repeatable(appendArgs(&m.Scopes)),
+		"redirect_uri":        once(stringArg(&m.RedirectURI)),
+		"logout_path":         once(stringArg(&m.LogoutPath)),
+		"logout_redirect":     once(stringArg(&m.LogoutRedirect)),
+		"cookie_name":         once(stringArg(&m.CookieName)),
+		"cookie_secure":       once(onOff),
+		"cookie_domain":       once(stringArg(&m.CookieDomain)),
+		"cookie_path":         once(stringArg(&m.CookiePath)),
+		"user_header":         once(stringArg(&m.UserHeader)),
+		"organization_header": once(stringArg(&m.OrganizationHeader)),
+		"session_store": once(func(d *caddyfile.Dispenser) (err error) {
+			if m.SessionStore, err = oneArg(d); err == nil && m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage {
+				return d.Errf("session_store must be memory or storage, not %q", m.SessionStore)
 			}
-			m.Scopes = append(m.Scopes, args...)
-			continue
-		}
-		var v string
-		if !d.AllArgs(&v) {
-			return d.ArgErr()
-		}
-		switch name {
-		case "client_id":
-			m.ClientID = v
-		case "client_secret":
-			m.ClientSecret = v
-		case "auth_url":
-			m.AuthURL = v
-		case "redirect_uri":
-			m.RedirectURI = v
-		case "logout_path":
-			m.LogoutPath = v
-		case "logout_redirect":
-			m.LogoutRedirect = v
-		case "cookie_name":
-			m.CookieName = v
-		case "cookie_domain":
-			m.CookieDomain = v
-		case "cookie_path":
-			m.CookiePath = v
-		case "user_header":
-			m.UserHeader = v
-		case "organization_header":
-			m.OrganizationHeader = v
-		case "cookie_secure":
-			switch v {
-			case "on":
-				on := true
-				m.CookieSecure = &on
-			case "off":
-				off := false
-				m.CookieSecure = &off
-			default:
-				return d.Errf("cookie_secure must be on or off, not %q", v)
-			}
-		case "session_store":
-			if v != oauthStoreMemory && v != oauthStoreStorage {
-				return d.Errf("session_store must be memory or storage, not %q", v)
-			}
-			m.SessionStore = v
-		case "max_sessions":
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return d.Errf("max_sessions %q is not a positive integer", v)
-			}
-			m.MaxSessions = n
-		case "session_lifetime", "timeout":
-			dur, err := caddy.ParseDuration(v)
-			if err != nil || dur <= 0 {
-				return d.Errf("%s %q is not a positive duration", name, v)
-			}
-			if name == "timeout" {
-				m.Timeout = caddy.Duration(dur)
-			} else {
-				m.SessionLifetime = caddy.Duration(dur)
-			}
-		default:
-			return d.Errf("unrecognized service_oauth subdirective %q", name)
-		}
+			return err
+		}),
+		"max_sessions": once(func(d *caddyfile.Dispenser) (err error) {
+			m.MaxSessions, err = intArg(d, 1)
+			return err
+		}),
+		"session_lifetime": once(durationTo(&m.SessionLifetime)),
+		"timeout":          once(durationTo(&m.Timeout)),
+	})
+	if err != nil {
+		return err
 	}
 	if m.ClientID == "" || m.ClientSecret == "" || m.AuthURL == "" || len(m.Scopes) == 0 {
-		return d.Err("service_oauth needs client_id, client_secret, auth_url and scopes")
+		return directiveErr(d, errors.New("service_oauth needs client_id, client_secret, auth_url and scopes"))
+	}
+	// Validate runs on the configuration as Provision completes it; the
+	// same defaults here let it name the file and line of a mistake.
+	check := *m
+	for _, field := range []struct {
+		value *string
+		def   string
+	}{
+		{&check.RedirectURI, oauthDefaultCallback},
+		{&check.LogoutPath, oauthDefaultLogout},
+		{&check.CookieName, oauthDefaultCookie},
+		{&check.SessionStore, oauthStoreMemory},
+	} {
+		if *field.value == "" {
+			*field.value = field.def
+		}
+	}
+	if err := check.Validate(); err != nil {
+		return directiveErr(d, err)
 	}
 	return nil
 }

@@ -65,14 +65,15 @@ func TestServiceOAuthCaddyfileErrors(t *testing.T) {
 		{"no scopes", "client_id c\nclient_secret s\nauth_url https://a.example", "needs client_id, client_secret, auth_url and scopes"},
 		{"no secret", "client_id c\nauth_url https://a.example\nscopes p", "needs client_id"},
 		{"empty scopes", base + "scopes", "wrong argument count"},
-		{"two ids", base + "client_id a b", "wrong argument count"},
+		{"two ids", "client_id a b\nclient_secret s\nauth_url https://a.example\nscopes project", "wrong argument count"},
+		{"client_id twice", base + "client_id a", "client_id given more than once"},
 		{"cookie_secure", base + "cookie_secure yes", "must be on or off"},
 		{"session_store", base + "session_store redis", "must be memory or storage"},
 		{"max_sessions", base + "max_sessions lots", "not a positive integer"},
 		{"zero max_sessions", base + "max_sessions 0", "not a positive integer"},
 		{"lifetime", base + "session_lifetime forever", "not a positive duration"},
 		{"timeout", base + "timeout -1s", "not a positive duration"},
-		{"unknown", base + "scope project", "unrecognized service_oauth subdirective"},
+		{"unknown", base + "scope project", `unrecognized service_oauth sub-directive "scope"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

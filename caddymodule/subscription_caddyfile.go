@@ -1,12 +1,15 @@
 package caddymodule
 
 import (
-	"strconv"
+	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/servicegate/servicegate/subscription"
 )
 
 func init() {
@@ -31,93 +34,69 @@ func init() {
 //		realm          <realm>                 # default service
 //	}
 func (h *ServiceSubscription) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	err := parseDirective(d, map[string]subdirective{
+		"app_identifier": once(stringArg(&h.AppIdentifier)),
+		"base_url": once(func(d *caddyfile.Dispenser) (err error) {
+			if h.BaseURL, err = oneArg(d); err != nil {
+				return err
+			}
+			// One with placeholders is checked once they are resolved.
+			if !strings.ContainsAny(h.BaseURL, "{}") {
+				if err := subscription.ValidateBaseURL(h.BaseURL); err != nil {
+					return d.Errf("service_subscription base_url: %v", err)
+				}
+			}
+			return nil
+		}),
+		"time_zone": once(func(d *caddyfile.Dispenser) (err error) {
+			if h.TimeZone, err = oneArg(d); err != nil {
+				return err
+			}
+			if _, err := time.LoadLocation(h.TimeZone); err != nil {
+				return d.Errf("service_subscription time_zone: %v", err)
+			}
+			return nil
+		}),
+		"realm":        once(stringArg(&h.Realm)),
+		"negative_ttl": once(durationTo(&h.NegativeTTL)),
+		"timeout":      once(durationTo(&h.Timeout)),
+		"max_age":      once(durationTo(&h.MaxAge)),
+		"cache_size": once(func(d *caddyfile.Dispenser) (err error) {
+			h.CacheSize, err = intArg(d, 1)
+			return err
+		}),
+		"on_error": once(h.parseOnError),
+	})
+	if err != nil {
+		return err
 	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		name := d.Val()
-		if seen[name] {
-			return d.Errf("service_subscription: %s given more than once", name)
-		}
-		seen[name] = true
-		switch name {
-		case "app_identifier":
-			if !d.AllArgs(&h.AppIdentifier) {
-				return d.ArgErr()
-			}
-		case "base_url":
-			if !d.AllArgs(&h.BaseURL) {
-				return d.ArgErr()
-			}
-		case "time_zone":
-			if !d.AllArgs(&h.TimeZone) {
-				return d.ArgErr()
-			}
-		case "realm":
-			if !d.AllArgs(&h.Realm) {
-				return d.ArgErr()
-			}
-		case "negative_ttl", "timeout", "max_age":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(v)
-			if err != nil {
-				return d.Errf("service_subscription: %s %q: %v", name, v, err)
-			}
-			if dur <= 0 {
-				return d.Errf("service_subscription: %s must be above zero", name)
-			}
-			switch name {
-			case "negative_ttl":
-				h.NegativeTTL = caddy.Duration(dur)
-			case "timeout":
-				h.Timeout = caddy.Duration(dur)
-			default:
-				h.MaxAge = caddy.Duration(dur)
-			}
-		case "cache_size":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return d.Errf("service_subscription: cache_size %q is not a positive number of entries", v)
-			}
-			h.CacheSize = n
-		case "on_error":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.OnError = d.Val()
-			switch h.OnError {
-			case onErrorDeny, onErrorAllow:
-				if d.NextArg() {
-					return d.ArgErr()
-				}
-			case onErrorStale:
-				var v string
-				if !d.AllArgs(&v) {
-					return d.Errf("service_subscription: on_error stale needs a grace period, e.g. on_error stale 1h")
-				}
-				grace, err := caddy.ParseDuration(v)
-				if err != nil {
-					return d.Errf("service_subscription: on_error stale %q: %v", v, err)
-				}
-				if grace <= 0 {
-					return d.Errf("service_subscription: on_error stale needs a grace period above zero")
-				}
-				h.StaleGrace = caddy.Duration(grace)
-			default:
-				return d.Errf("service_subscription: on_error %q is not one of deny, allow, stale <grace>", h.OnError)
-			}
-		default:
-			return d.Errf("unrecognized service_subscription sub-directive %q", name)
-		}
+	if err := h.Validate(); err != nil {
+		return directiveErr(d, err)
 	}
 	return nil
+}
+
+// parseOnError reads "on_error deny|allow|stale <grace>".
+func (h *ServiceSubscription) parseOnError(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	h.OnError = d.Val()
+	switch h.OnError {
+	case onErrorDeny, onErrorAllow:
+		return noArg(d)
+	case onErrorStale:
+		var v string
+		if !d.AllArgs(&v) {
+			return d.Errf("service_subscription: on_error stale needs a grace period, e.g. on_error stale 1h")
+		}
+		grace, err := caddy.ParseDuration(v)
+		if err != nil || grace <= 0 {
+			return d.Errf("on_error stale %q is not a positive duration", v)
+		}
+		h.StaleGrace = caddy.Duration(grace)
+		return nil
+	default:
+		return d.Errf("service_subscription: on_error %q is not one of deny, allow, stale <grace>", h.OnError)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/limits"
@@ -129,7 +128,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if m.ReadTimeout == 0 {
 		m.ReadTimeout = caddy.Duration(defaultWebhookReadTimeout)
 	}
-	m.tooLarge = "The delivery is larger than the " + humanize.IBytes(uint64(max(m.MaxSize, 0))) + " this endpoint accepts."
+	m.tooLarge = "The delivery is larger than the " + limits.Limit(m.MaxSize) + " this endpoint accepts."
 	m.tooSlow = "The delivery did not arrive in full within " + limits.Duration(time.Duration(m.ReadTimeout)) + ". Send it again."
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
@@ -315,7 +314,6 @@ func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome 
 	}
 	return refuse(w, r, status, message)
 }
-
 
 // Interface guards.
 var (

@@ -1,8 +1,6 @@
 package caddymodule
 
 import (
-	"strconv"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -38,88 +36,24 @@ func init() {
 //		}
 //	}
 func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	err := parseDirective(d, map[string]subdirective{
+		"secret":       repeatable(appendArgs(&m.Secrets)),
+		"secrets_file": once(stringArg(&m.SecretsFile)),
+		"secrets_poll": once(durationTo(&m.SecretsPoll)),
+		"module_key":   repeatable(appendArgs(&m.ModuleKeys)),
+		"events":       repeatable(appendArgs(&m.Events)),
+		"max_size":     once(sizeTo(&m.MaxSize)),
+		"read_timeout": once(durationTo(&m.ReadTimeout)),
+		"queue": once(func(d *caddyfile.Dispenser) (err error) {
+			m.Queue, err = unmarshalWebhookQueue(d)
+			return err
+		}),
+	})
+	if err != nil {
+		return err
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "secret":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			m.Secrets = append(m.Secrets, args...)
-		case "secrets_file":
-			if m.SecretsFile != "" {
-				return d.Err("secrets_file given twice")
-			}
-			if !d.AllArgs(&m.SecretsFile) {
-				return d.ArgErr()
-			}
-		case "secrets_poll":
-			var s string
-			if !d.AllArgs(&s) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(s)
-			if err != nil {
-				return d.Errf("parsing secrets_poll: %v", err)
-			}
-			if dur <= 0 {
-				return d.Err("secrets_poll must be positive")
-			}
-			m.SecretsPoll = caddy.Duration(dur)
-		case "module_key":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			m.ModuleKeys = append(m.ModuleKeys, args...)
-		case "events":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			m.Events = append(m.Events, args...)
-		case "max_size":
-			var s string
-			if !d.AllArgs(&s) {
-				return d.ArgErr()
-			}
-			size, err := parseSize(d, "max_size", s)
-			if err != nil {
-				return err
-			}
-			if size > 1<<40 {
-				return d.Errf("max_size must be between 1 byte and 1 TiB")
-			}
-			m.MaxSize = size
-		case "queue":
-			if m.Queue != nil {
-				return d.Err("queue given twice")
-			}
-			q, err := unmarshalWebhookQueue(d)
-			if err != nil {
-				return err
-			}
-			m.Queue = q
-		case "read_timeout":
-			var s string
-			if !d.AllArgs(&s) {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(s)
-			if err != nil {
-				return d.Errf("parsing read_timeout: %v", err)
-			}
-			if dur <= 0 {
-				return d.Err("read_timeout must be positive")
-			}
-			m.ReadTimeout = caddy.Duration(dur)
-		default:
-			return d.Errf("unrecognized service_webhook sub-directive %q", d.Val())
-		}
+	if err := m.Validate(); err != nil {
+		return directiveErr(d, err)
 	}
 	return nil
 }
@@ -130,55 +64,23 @@ func unmarshalWebhookQueue(d *caddyfile.Dispenser) (*WebhookQueue, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	duration := func() (caddy.Duration, error) {
-		var s string
-		if !d.AllArgs(&s) {
-			return 0, d.ArgErr()
+	count := func(dst *int) func(d *caddyfile.Dispenser) error {
+		return func(d *caddyfile.Dispenser) (err error) {
+			*dst, err = intArg(d, 1)
+			return err
 		}
-		v, err := caddy.ParseDuration(s)
-		if err != nil || v <= 0 {
-			return 0, d.Errf("%s must be a positive duration, got %q", d.Val(), s)
-		}
-		return caddy.Duration(v), nil
 	}
-	count := func() (int, error) {
-		var s string
-		if !d.AllArgs(&s) {
-			return 0, d.ArgErr()
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return 0, d.Errf("%s must be a positive whole number, got %q", d.Val(), s)
-		}
-		return n, nil
-	}
-	var err error
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
-		case "to":
-			if !d.AllArgs(&q.To) {
-				return nil, d.ArgErr()
-			}
-		case "dir":
-			if !d.AllArgs(&q.Dir) {
-				return nil, d.ArgErr()
-			}
-		case "concurrency":
-			q.Concurrency, err = count()
-		case "max_attempts":
-			q.MaxAttempts, err = count()
-		case "max_age":
-			q.MaxAge, err = duration()
-		case "timeout":
-			q.Timeout, err = duration()
-		case "dedup":
-			q.Dedup, err = duration()
-		default:
-			return nil, d.Errf("unrecognized service_webhook queue option %q", d.Val())
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := parseBlock(d, "service_webhook queue", map[string]subdirective{
+		"to":           once(stringArg(&q.To)),
+		"dir":          once(stringArg(&q.Dir)),
+		"concurrency":  once(count(&q.Concurrency)),
+		"max_attempts": once(count(&q.MaxAttempts)),
+		"max_age":      once(durationTo(&q.MaxAge)),
+		"timeout":      once(durationTo(&q.Timeout)),
+		"dedup":        once(durationTo(&q.Dedup)),
+	})
+	if err != nil {
+		return nil, err
 	}
 	if q.To == "" {
 		return nil, d.Err("service_webhook queue needs to: the app's address, such as http://127.0.0.1:3000")

@@ -603,7 +603,7 @@ func TestWebhookTooLargeNamesTheLimit(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || rec.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	if want := "The delivery is larger than the 1.0 KiB this endpoint accepts."; eb.Error.Message != want {
+	if want := "The delivery is larger than the 1 KB this endpoint accepts."; eb.Error.Message != want {
 		t.Fatalf("message %q, want %q", eb.Error.Message, want)
 	}
 }

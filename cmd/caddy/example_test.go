@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -43,4 +44,58 @@ func TestCaddyfileExampleValidates(t *testing.T) {
 	if err := caddy.Validate(&cfg); err != nil {
 		t.Fatalf("Caddyfile.example does not validate: %v", err)
 	}
+}
+
+// TestCaddyfileExampleListensOnLoopback adapts Caddyfile.example and checks
+// that every listener of the demo (its sites and the admin endpoint) is a
+// loopback address: the emulator and its DEMO secrets must not be reachable
+// from another machine.
+func TestCaddyfileExampleListensOnLoopback(t *testing.T) {
+	raw, err := os.ReadFile("../../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt(raw, map[string]any{"filename": "Caddyfile.example"})
+	if err != nil {
+		t.Fatalf("adapt Caddyfile.example: %v", err)
+	}
+	var cfg struct {
+		Admin struct {
+			Listen string `json:"listen"`
+		} `json:"admin"`
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string `json:"listen"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	listeners := []string{cfg.Admin.Listen}
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		listeners = append(listeners, srv.Listen...)
+	}
+	if len(listeners) < 3 {
+		t.Fatalf("found only the listeners %q in the adapted Caddyfile.example", listeners)
+	}
+	for _, l := range listeners {
+		addr, err := caddy.ParseNetworkAddress(l)
+		if err != nil {
+			t.Fatalf("listener %q: %v", l, err)
+		}
+		if !isLoopback(addr.Host) {
+			t.Errorf("Caddyfile.example listens on %q, which is not a loopback address", l)
+		}
+	}
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

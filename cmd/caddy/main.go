@@ -7,7 +7,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/servicegate/servicegate/caddymodule"
+	_ "github.com/servicegate/servicegate"
 )
 
 func main() {

@@ -21,6 +21,7 @@ type manifest struct {
 	CaddyVersion string `json:"caddy_version"`
 	Module       string `json:"module"`
 	Build        string `json:"build"`
+	BuildLocal   string `json:"build_local"`
 	Modules      []struct {
 		ID        string `json:"id"`
 		Directive string `json:"directive"`
@@ -60,8 +61,17 @@ func TestManifestMatchesBinary(t *testing.T) {
 	if !strings.Contains(string(gomod), "github.com/caddyserver/caddy/v2 "+m.CaddyVersion+"\n") {
 		t.Errorf("xcaddy.json caddy_version %s is not the version go.mod requires", m.CaddyVersion)
 	}
-	if !strings.Contains(m.Build, m.CaddyVersion) || !strings.Contains(m.Build, modulePath) {
-		t.Errorf("xcaddy.json build command %q does not name the Caddy version and the module", m.Build)
+	for _, build := range []string{m.Build, m.BuildLocal} {
+		if !strings.HasPrefix(build, "xcaddy build "+m.CaddyVersion+" ") {
+			t.Errorf("xcaddy.json build command %q does not build Caddy %s", build, m.CaddyVersion)
+		}
+		// The plugin is the module root, which TestXcaddyBuild imports.
+		if plugin := withArgument(t, build); plugin != modulePath {
+			t.Errorf("xcaddy.json build command %q names the plugin %q, want %q", build, plugin, modulePath)
+		}
+	}
+	if !strings.Contains(m.BuildLocal, "--with "+modulePath+"=") {
+		t.Errorf("xcaddy.json build_local %q does not replace the module by a local path", m.BuildLocal)
 	}
 
 	// Modules: every registered module whose type lives in this Go module, and nothing else.
