@@ -56,7 +56,10 @@ const (
 //	{http.auth.service.error}      on refusal: why, in a few words (never the token)
 //
 // Verified tokens are remembered (cache_size of them, each until its exp) so
-// that repeated requests cost a map look-up, not a signature check.
+// that repeated requests cost a map look-up, not a signature check. A
+// token is remembered only under the key set that verified it: once a
+// JWKS refresh withdraws or changes a key, every remembered token is
+// checked again, so a withdrawn key stops working at once.
 type ServiceAuth struct {
 	// HS256Secret is the secret of HS256/HS384/HS512 tokens: the app's
 	// client secret. Accepts {env.*} and {file.*} placeholders. Exactly one
@@ -119,7 +122,8 @@ type ServiceAuth struct {
 	OrganizationClaims []string `json:"organization_claims,omitempty"`
 
 	// CacheSize is how many verified tokens are remembered, each until its
-	// exp; 0 disables the cache. Default: 10000.
+	// exp or until the key set withdraws or changes a key; 0 disables the
+	// cache. Default: 10000.
 	CacheSize *int `json:"cache_size,omitempty"`
 
 	verifier  *token.Verifier
@@ -331,7 +335,10 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		return a.unauthorized(w, r, "no bearer token", false)
 	}
 
-	entry, ok := a.lookup(raw)
+	// The generation of the keys is read before the check: a token is
+	// remembered only under the keys that verified it (token.Cache).
+	gen := a.verifier.Generation()
+	entry, ok := a.lookup(raw, gen)
 	if ok {
 		a.counters.remembered.Inc()
 	} else {
@@ -342,7 +349,7 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		a.counters.verified.Inc()
 		entry = a.newEntry(raw, claims)
 		if a.cache != nil {
-			a.cache.Put(raw, entry, claims.Expiry())
+			a.cache.Put(raw, entry, claims.Expiry(), gen)
 		}
 	}
 
@@ -367,11 +374,11 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 	return next.ServeHTTP(w, r)
 }
 
-func (a *ServiceAuth) lookup(raw string) (*authEntry, bool) {
+func (a *ServiceAuth) lookup(raw string, gen uint64) (*authEntry, bool) {
 	if a.cache == nil || len(raw) > token.MaxLength {
 		return nil, false
 	}
-	return a.cache.Get(raw)
+	return a.cache.Get(raw, gen)
 }
 
 // extract finds the token: the Authorization header with the Bearer scheme,

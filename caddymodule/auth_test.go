@@ -480,6 +480,80 @@ func TestAuthJWKS(t *testing.T) {
 	}
 }
 
+// TestAuthWithdrawnKeyStopsRememberedTokens: a token remembered under a
+// key stops working once a refresh of the key set has withdrawn that key
+// (the usual answer to a leaked key), while tokens of the new key work.
+func TestAuthWithdrawnKeyStopsRememberedTokens(t *testing.T) {
+	leaked, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	next, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwk := func(kid string, k *ecdsa.PrivateKey) map[string]any {
+		pt, _ := k.PublicKey.Bytes()
+		enc := base64.RawURLEncoding.EncodeToString
+		return map[string]any{"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig", "x": enc(pt[1:33]), "y": enc(pt[33:])}
+	}
+	var set atomic.Pointer[[]byte]
+	serve := func(keys ...map[string]any) {
+		b, _ := json.Marshal(map[string]any{"keys": keys})
+		set.Store(&b)
+	}
+	serve(jwk("leaked", leaked))
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(*set.Load())
+	}))
+	defer ks.Close()
+	a := provisionAuth(t, &ServiceAuth{JWKSURL: ks.URL})
+	sign := func(kid string, k *ecdsa.PrivateKey) string {
+		tk := jwt.NewWithClaims(jwt.SigningMethodES256, emulatorClaims())
+		tk.Header["kid"] = kid
+		s, err := tk.SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	status := func(tok string) int {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec, _, _, _ := serveAuth(t, a, req)
+		return rec.Code
+	}
+	old := sign("leaked", leaked)
+	for i := range 2 { // verified, then remembered
+		if got := status(old); got != http.StatusOK {
+			t.Fatalf("request %d under the key in use: status %d, want 200", i, got)
+		}
+	}
+	if a.cache.Len() != 1 {
+		t.Fatalf("cache holds %d tokens, want the one remembered", a.cache.Len())
+	}
+
+	// Adding a key leaves remembered tokens as they were.
+	serve(jwk("leaked", leaked), jwk("next", next))
+	if err := a.jwks.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(old); got != http.StatusOK {
+		t.Fatalf("after a key was added: status %d, want 200", got)
+	}
+
+	serve(jwk("next", next))
+	if err := a.jwks.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(old); got != http.StatusUnauthorized {
+		t.Fatalf("remembered token of the withdrawn key: status %d, want 401", got)
+	}
+	fresh := sign("next", next)
+	for i := range 2 {
+		if got := status(fresh); got != http.StatusOK {
+			t.Fatalf("request %d with the new key: status %d, want 200", i, got)
+		}
+	}
+	if got := status(old); got != http.StatusUnauthorized {
+		t.Fatalf("withdrawn key, asked again: status %d, want 401", got)
+	}
+}
+
 func TestAuthCleanupStopsTheJWKSRefresh(t *testing.T) {
 	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
