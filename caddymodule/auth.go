@@ -101,9 +101,11 @@ type ServiceAuth struct {
 	// are present).
 	FromQuery string `json:"from_query,omitempty"`
 
-	// StripQuery removes the from_query parameter from the request passed
-	// on, when the token came from there. Default: off (the app sees the
-	// URL it would see without the gateway).
+	// StripQuery removes every from_query parameter from the request
+	// passed on, whether or not it carried the token used (a token in the
+	// Authorization header wins, and a second token in the query must not
+	// reach the app unverified). Default: off (the app sees the URL it
+	// would see without the gateway).
 	StripQuery bool `json:"strip_query,omitempty"`
 
 	// Realm is the realm of the WWW-Authenticate challenge. Default: "service".
@@ -368,7 +370,9 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		repl.Map(entry.replace)
 	}
 	setVerified(r, entry.verified)
-	if fromQuery && a.StripQuery {
+	if a.StripQuery {
+		// Whether or not it carried the token used: a parameter the app
+		// reads as a token must not reach it unverified.
 		stripQueryParam(r, a.FromQuery)
 	}
 	return next.ServeHTTP(w, r)
@@ -555,10 +559,15 @@ func setAuthError(r *http.Request, reason string) {
 	}
 }
 
-// stripQueryParam removes param from the request's query, keeping the
-// other pairs as they were written.
+// stripQueryParam removes param from the request's query, however its
+// name is escaped, keeping the other pairs as they were written. A query
+// without it is left untouched.
 func stripQueryParam(r *http.Request, param string) {
-	pairs := strings.Split(r.URL.RawQuery, "&")
+	q := r.URL.RawQuery
+	if param == "" || (!strings.Contains(q, param) && !strings.Contains(q, "%")) {
+		return // not there in any spelling
+	}
+	pairs := strings.Split(q, "&")
 	kept := pairs[:0]
 	for _, p := range pairs {
 		k, _, _ := strings.Cut(p, "=")
@@ -566,6 +575,9 @@ func stripQueryParam(r *http.Request, param string) {
 			continue
 		}
 		kept = append(kept, p)
+	}
+	if len(kept) == len(pairs) {
+		return
 	}
 	r.URL.RawQuery = strings.Join(kept, "&")
 	r.URL.ForceQuery = false

@@ -336,6 +336,45 @@ func TestAuthStripQuery(t *testing.T) {
 	}
 }
 
+// TestAuthStripQueryRemovesEveryQueryToken: with strip_query the
+// from_query parameter never reaches the app, also when the token used
+// came from the Authorization header and the query one was never checked.
+func TestAuthStripQueryRemovesEveryQueryToken(t *testing.T) {
+	tok := hsToken(t, emulatorClaims())
+	cases := []struct {
+		name, query, want string
+	}{
+		{"forged beside a header token", "a=1&jwtToken=FORGED&b=2", "a=1&b=2"},
+		{"name escaped", "jwt%54oken=FORGED&b=2", "b=2"},
+		{"only the parameter", "jwtToken=FORGED", ""},
+		{"empty value", "a=1&jwtToken", "a=1"},
+		{"no such parameter", "a=1&b=x%20y&jwtTokens=kept", "a=1&b=x%20y&jwtTokens=kept"},
+	}
+	for _, strip := range []bool{false, true} {
+		a := hsAuth()
+		a.StripQuery = strip
+		a = provisionAuth(t, a)
+		for _, c := range cases {
+			req := httptest.NewRequest(http.MethodGet, "/page?"+c.query, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			_, next, _, err := serveAuth(t, a, req)
+			if err != nil || !next.called {
+				t.Fatalf("strip=%v %s: not passed on: %v", strip, c.name, err)
+			}
+			want := c.query
+			if strip {
+				want = c.want
+			}
+			if got := next.req.URL.RawQuery; got != want {
+				t.Errorf("strip=%v %s: query %q, want %q", strip, c.name, got, want)
+			}
+			if strip && strings.Contains(next.req.RequestURI, "FORGED") {
+				t.Errorf("strip=%v %s: RequestURI %q still holds the query token", strip, c.name, next.req.RequestURI)
+			}
+		}
+	}
+}
+
 func TestAuthPublicKeyAndProvisioning(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
