@@ -166,7 +166,7 @@ func (ServiceAuth) CaddyModule() caddy.ModuleInfo {
 // key and prepares the verifier and the cache.
 func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
-	a.counters = newAuthCounters(registerCollector(ctx.GetMetricsRegistry(), authRequests))
+	a.counters = newAuthCounters(ctx.GetMetricsRegistry())
 	if err := a.checkKeySources(); err != nil {
 		return err
 	}
@@ -329,11 +329,11 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 
 	raw, sent, fromQuery, problem := a.extract(r)
 	if problem != "" {
-		a.counters.badRequest.Inc()
+		a.counters.inc(authBadRequest)
 		return a.badRequest(w, r, problem)
 	}
 	if !sent {
-		a.counters.noToken.Inc()
+		a.counters.inc(authNoToken)
 		return a.unauthorized(w, r, "no bearer token", false)
 	}
 
@@ -342,13 +342,13 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 	gen := a.verifier.Generation()
 	entry, ok := a.lookup(raw, gen)
 	if ok {
-		a.counters.remembered.Inc()
+		a.counters.inc(authRemembered)
 	} else {
 		claims, err := a.verifier.Verify(r.Context(), raw)
 		if err != nil {
 			return a.refused(w, r, err, fromQuery)
 		}
-		a.counters.verified.Inc()
+		a.counters.inc(authVerified)
 		entry = a.newEntry(raw, claims)
 		if a.cache != nil {
 			a.cache.Put(raw, entry, claims.Expiry(), gen)
@@ -522,12 +522,12 @@ func organization(claims token.Claims, paths []string) string {
 func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error, fromQuery bool) error {
 	reason := err.Error() // one of token's reasons: short, never the token
 	if errors.Is(err, token.ErrKeysUnavailable) {
-		a.counters.keysUnavailable.Inc()
+		a.counters.inc(authKeysUnavailable)
 		setAuthError(r, reason)
 		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", reason))
 		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now: the signing keys are unavailable. Try again in a moment.")
 	}
-	a.counters.invalidToken.Inc()
+	a.counters.inc(authInvalidToken)
 	a.logger.Debug("bearer token refused", zap.String("reason", reason), zap.Bool("from_query", fromQuery))
 	return a.unauthorized(w, r, reason, true)
 }

@@ -656,15 +656,15 @@ func FuzzAuthServeHTTP(f *testing.F) {
 
 func TestAuthMetrics(t *testing.T) {
 	a := provisionAuth(t, hsAuth())
-	count := func(outcome string) float64 {
+	count := func(outcome authOutcome) float64 {
 		var m dto.Metric
-		if err := authRequests.WithLabelValues(outcome).Write(&m); err != nil {
+		if err := authRequests.WithLabelValues(outcome.String()).Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		return m.GetCounter().GetValue()
 	}
-	before := map[string]float64{}
-	for _, o := range []string{authRemembered, authVerified, authNoToken, authInvalidToken, authBadRequest} {
+	before := map[authOutcome]float64{}
+	for _, o := range []authOutcome{authRemembered, authVerified, authNoToken, authInvalidToken, authBadRequest} {
 		before[o] = count(o)
 	}
 	tok := hsToken(t, emulatorClaims())
@@ -673,7 +673,7 @@ func TestAuthMetrics(t *testing.T) {
 		req.Header["Authorization"] = auth
 		_, _, _, _ = serveAuth(t, a, req)
 	}
-	for o, want := range map[string]float64{authVerified: 1, authRemembered: 1, authNoToken: 1, authInvalidToken: 1, authBadRequest: 1} {
+	for o, want := range map[authOutcome]float64{authVerified: 1, authRemembered: 1, authNoToken: 1, authInvalidToken: 1, authBadRequest: 1} {
 		if got := count(o) - before[o]; got != want {
 			t.Errorf("%s counted %v times, want %v", o, got, want)
 		}

@@ -49,9 +49,9 @@ func errorMessage(t testing.TB, body []byte) string {
 }
 
 // countOf reads the service_limits counter of outcome.
-func countOf(outcome string) float64 {
+func countOf(outcome limitsOutcome) float64 {
 	var m dto.Metric
-	if err := limitsRequests.WithLabelValues(outcome).Write(&m); err != nil {
+	if err := limitsRequests.WithLabelValues(outcome.String()).Write(&m); err != nil {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
@@ -237,7 +237,7 @@ func TestLimitsOutcomes(t *testing.T) {
 		wantStatus  int    // status written to the client, 0 for none
 		wantErr     int    // status of the returned caddyhttp.HandlerError, 0 for none
 		wantInMsg   string // part of the JSON message
-		wantOutcome string
+		wantOutcome limitsOutcome
 	}{
 		{
 			name: "slow app",

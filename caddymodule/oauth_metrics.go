@@ -41,20 +41,9 @@ var oauthEventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help:      "Sign-in flow steps and session ends seen by service_oauth, by event.",
 }, []string{"event"})
 
-// oauthEvents holds the counter of each event, looked up once.
-type oauthEvents [numOAuthEvents]prometheus.Counter
+// oauthEvents holds the counter of each event.
+type oauthEvents = outcomeCounters[oauthEvent]
 
 func newOAuthEvents(reg prometheus.Registerer) oauthEvents {
-	vec := registerCollector(reg, oauthEventsTotal)
-	var e oauthEvents
-	for i := range e {
-		e[i] = vec.WithLabelValues(oauthEventNames[i])
-	}
-	return e
-}
-
-func (e *oauthEvents) inc(ev oauthEvent) {
-	if c := e[ev]; c != nil {
-		c.Inc()
-	}
+	return newOutcomeCounters[oauthEvent](reg, oauthEventsTotal, oauthEventNames[:])
 }
