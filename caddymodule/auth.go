@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/servicegate/servicegate/token"
 )
@@ -299,7 +300,7 @@ func (a *ServiceAuth) Validate() error {
 		return errors.New(`service_auth: realm must be printable text without " or \`)
 	}
 	for name, path := range a.ClaimHeaders {
-		if !validHeaderName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			return fmt.Errorf("service_auth: claim_header %q is not a valid header name", name)
 		}
 		if path == "" {
@@ -480,7 +481,9 @@ func (a *ServiceAuth) newEntry(raw string, claims token.Claims) *authEntry {
 	}
 	for i, path := range a.paths {
 		if v, ok := claims.Lookup(path); ok && v != nil {
-			if s := token.Render(v); !strings.ContainsAny(s, "\r\n\x00") {
+			// A value no HTTP/1 message can carry is left out, rather than
+			// failing the request at the proxy.
+			if s := token.Render(v); httpguts.ValidHeaderFieldValue(s) {
 				e.headers[i], e.present[i] = s, true
 			}
 		}
@@ -603,23 +606,6 @@ func validQuotedText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
 			return false
 		}
 	}

@@ -221,6 +221,8 @@ func TestAuthTrustedOutput(t *testing.T) {
 		{"numeric sub", claimsWith("sub", 12345678901), "acme",
 			map[string]string{"X-Service-User-Id": "12345678901"}, map[string]string{"id": "12345678901"}},
 		{"aud array", claimsWith("aud", []string{"client-id", "x"}), "acme", nil, map[string]string{"aud": "client-id,x"}},
+		{"sub with a line break", claimsWith("sub", "7\r\nX-Admin: 1"), "acme", map[string]string{"X-Service-User-Id": ""}, nil},
+		{"sub with a control character", claimsWith("sub", "7\x01"), "acme", map[string]string{"X-Service-User-Id": ""}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -423,6 +425,8 @@ func TestAuthPublicKeyAndProvisioning(t *testing.T) {
 		{"negative cache", ServiceAuth{HS256Secret: "s", CacheSize: &neg}},
 		{"quote in realm", ServiceAuth{HS256Secret: "s", Realm: `a"b`}},
 		{"bad header name", ServiceAuth{HS256Secret: "s", ClaimHeaders: map[string]string{"X User": "sub"}}},
+		{"header name with a colon", ServiceAuth{HS256Secret: "s", ClaimHeaders: map[string]string{"X-User:": "sub"}}},
+		{"header name not ASCII", ServiceAuth{HS256Secret: "s", ClaimHeaders: map[string]string{"X-Üser": "sub"}}},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
