@@ -36,19 +36,22 @@ type outcomeCounters[O ~int] struct {
 }
 
 // newOutcomeCounters registers vec on reg (see registerCollector) and
-// resolves the counter of each outcome o, labelled names[o].
+// resolves the counter of each outcome o, labelled names[o]. An outcome
+// whose name is "" is deliberately not counted.
 func newOutcomeCounters[O ~int](reg prometheus.Registerer, vec *prometheus.CounterVec, names []string) outcomeCounters[O] {
 	vec = registerCollector(reg, vec)
 	c := outcomeCounters[O]{byOutcome: make([]prometheus.Counter, len(names))}
 	for i, name := range names {
-		c.byOutcome[i] = vec.WithLabelValues(name)
+		if name != "" {
+			c.byOutcome[i] = vec.WithLabelValues(name)
+		}
 	}
 	return c
 }
 
 // inc counts one o. A nil c (an unprovisioned handler) counts nothing.
 func (c *outcomeCounters[O]) inc(o O) {
-	if c != nil && uint(o) < uint(len(c.byOutcome)) {
+	if c != nil && uint(o) < uint(len(c.byOutcome)) && c.byOutcome[o] != nil {
 		c.byOutcome[o].Inc()
 	}
 }
