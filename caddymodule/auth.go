@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/servicegate/servicegate/token"
 )
@@ -56,7 +57,10 @@ const (
 //	{http.auth.service.error}      on refusal: why, in a few words (never the token)
 //
 // Verified tokens are remembered (cache_size of them, each until its exp) so
-// that repeated requests cost a map look-up, not a signature check.
+// that repeated requests cost a map look-up, not a signature check. A
+// token is remembered only under the key set that verified it: once a
+// JWKS refresh withdraws or changes a key, every remembered token is
+// checked again, so a withdrawn key stops working at once.
 type ServiceAuth struct {
 	// HS256Secret is the secret of HS256/HS384/HS512 tokens: the app's
 	// client secret. Accepts {env.*} and {file.*} placeholders. Exactly one
@@ -98,9 +102,11 @@ type ServiceAuth struct {
 	// are present).
 	FromQuery string `json:"from_query,omitempty"`
 
-	// StripQuery removes the from_query parameter from the request passed
-	// on, when the token came from there. Default: off (the app sees the
-	// URL it would see without the gateway).
+	// StripQuery removes every from_query parameter from the request
+	// passed on, whether or not it carried the token used (a token in the
+	// Authorization header wins, and a second token in the query must not
+	// reach the app unverified). Default: off (the app sees the URL it
+	// would see without the gateway).
 	StripQuery bool `json:"strip_query,omitempty"`
 
 	// Realm is the realm of the WWW-Authenticate challenge. Default: "service".
@@ -119,7 +125,8 @@ type ServiceAuth struct {
 	OrganizationClaims []string `json:"organization_claims,omitempty"`
 
 	// CacheSize is how many verified tokens are remembered, each until its
-	// exp; 0 disables the cache. Default: 10000.
+	// exp or until the key set withdraws or changes a key; 0 disables the
+	// cache. Default: 10000.
 	CacheSize *int `json:"cache_size,omitempty"`
 
 	verifier  *token.Verifier
@@ -160,7 +167,7 @@ func (ServiceAuth) CaddyModule() caddy.ModuleInfo {
 // key and prepares the verifier and the cache.
 func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
-	a.counters = newAuthCounters(registerCollector(ctx.GetMetricsRegistry(), authRequests))
+	a.counters = newAuthCounters(ctx.GetMetricsRegistry())
 	if err := a.checkKeySources(); err != nil {
 		return err
 	}
@@ -293,7 +300,7 @@ func (a *ServiceAuth) Validate() error {
 		return errors.New(`service_auth: realm must be printable text without " or \`)
 	}
 	for name, path := range a.ClaimHeaders {
-		if !validHeaderName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			return fmt.Errorf("service_auth: claim_header %q is not a valid header name", name)
 		}
 		if path == "" {
@@ -323,26 +330,29 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 
 	raw, sent, fromQuery, problem := a.extract(r)
 	if problem != "" {
-		a.counters.badRequest.Inc()
+		a.counters.inc(authBadRequest)
 		return a.badRequest(w, r, problem)
 	}
 	if !sent {
-		a.counters.noToken.Inc()
+		a.counters.inc(authNoToken)
 		return a.unauthorized(w, r, "no bearer token", false)
 	}
 
-	entry, ok := a.lookup(raw)
+	// The generation of the keys is read before the check: a token is
+	// remembered only under the keys that verified it (token.Cache).
+	gen := a.verifier.Generation()
+	entry, ok := a.lookup(raw, gen)
 	if ok {
-		a.counters.remembered.Inc()
+		a.counters.inc(authRemembered)
 	} else {
 		claims, err := a.verifier.Verify(r.Context(), raw)
 		if err != nil {
 			return a.refused(w, r, err, fromQuery)
 		}
-		a.counters.verified.Inc()
+		a.counters.inc(authVerified)
 		entry = a.newEntry(raw, claims)
 		if a.cache != nil {
-			a.cache.Put(raw, entry, claims.Expiry())
+			a.cache.Put(raw, entry, claims.Expiry(), gen)
 		}
 	}
 
@@ -361,17 +371,19 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		repl.Map(entry.replace)
 	}
 	setVerified(r, entry.verified)
-	if fromQuery && a.StripQuery {
+	if a.StripQuery {
+		// Whether or not it carried the token used: a parameter the app
+		// reads as a token must not reach it unverified.
 		stripQueryParam(r, a.FromQuery)
 	}
 	return next.ServeHTTP(w, r)
 }
 
-func (a *ServiceAuth) lookup(raw string) (*authEntry, bool) {
+func (a *ServiceAuth) lookup(raw string, gen uint64) (*authEntry, bool) {
 	if a.cache == nil || len(raw) > token.MaxLength {
 		return nil, false
 	}
-	return a.cache.Get(raw)
+	return a.cache.Get(raw, gen)
 }
 
 // extract finds the token: the Authorization header with the Bearer scheme,
@@ -469,7 +481,9 @@ func (a *ServiceAuth) newEntry(raw string, claims token.Claims) *authEntry {
 	}
 	for i, path := range a.paths {
 		if v, ok := claims.Lookup(path); ok && v != nil {
-			if s := token.Render(v); !strings.ContainsAny(s, "\r\n\x00") {
+			// A value no HTTP/1 message can carry is left out, rather than
+			// failing the request at the proxy.
+			if s := token.Render(v); httpguts.ValidHeaderFieldValue(s) {
 				e.headers[i], e.present[i] = s, true
 			}
 		}
@@ -511,12 +525,12 @@ func organization(claims token.Claims, paths []string) string {
 func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error, fromQuery bool) error {
 	reason := err.Error() // one of token's reasons: short, never the token
 	if errors.Is(err, token.ErrKeysUnavailable) {
-		a.counters.keysUnavailable.Inc()
+		a.counters.inc(authKeysUnavailable)
 		setAuthError(r, reason)
 		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", reason))
 		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now: the signing keys are unavailable. Try again in a moment.")
 	}
-	a.counters.invalidToken.Inc()
+	a.counters.inc(authInvalidToken)
 	a.logger.Debug("bearer token refused", zap.String("reason", reason), zap.Bool("from_query", fromQuery))
 	return a.unauthorized(w, r, reason, true)
 }
@@ -548,10 +562,15 @@ func setAuthError(r *http.Request, reason string) {
 	}
 }
 
-// stripQueryParam removes param from the request's query, keeping the
-// other pairs as they were written.
+// stripQueryParam removes param from the request's query, however its
+// name is escaped, keeping the other pairs as they were written. A query
+// without it is left untouched.
 func stripQueryParam(r *http.Request, param string) {
-	pairs := strings.Split(r.URL.RawQuery, "&")
+	q := r.URL.RawQuery
+	if param == "" || (!strings.Contains(q, param) && !strings.Contains(q, "%")) {
+		return // not there in any spelling
+	}
+	pairs := strings.Split(q, "&")
 	kept := pairs[:0]
 	for _, p := range pairs {
 		k, _, _ := strings.Cut(p, "=")
@@ -559,6 +578,9 @@ func stripQueryParam(r *http.Request, param string) {
 			continue
 		}
 		kept = append(kept, p)
+	}
+	if len(kept) == len(pairs) {
+		return
 	}
 	r.URL.RawQuery = strings.Join(kept, "&")
 	r.URL.ForceQuery = false
@@ -584,23 +606,6 @@ func validQuotedText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
 			return false
 		}
 	}

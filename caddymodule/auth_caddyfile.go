@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
 )
 
 func init() {
@@ -100,7 +101,7 @@ func (a *ServiceAuth) parseClaimHeader(d *caddyfile.Dispenser) error {
 	if len(args) != 2 {
 		return d.ArgErr()
 	}
-	if !validHeaderName(args[0]) {
+	if !httpguts.ValidHeaderFieldName(args[0]) {
 		return d.Errf("claim_header: %q is not a valid header name", args[0])
 	}
 	if a.ClaimHeaders == nil {

@@ -18,6 +18,7 @@ type upstream struct {
 	mu     sync.Mutex
 	header http.Header
 	query  string
+	uri    string // the request URI as the app got it
 	hits   int
 }
 
@@ -25,7 +26,7 @@ func newUpstream(t *testing.T) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
-		u.header, u.query = r.Header.Clone(), r.URL.RawQuery
+		u.header, u.query, u.uri = r.Header.Clone(), r.URL.RawQuery, r.RequestURI
 		u.hits++
 		u.mu.Unlock()
 		_, _ = io.WriteString(w, "app")
@@ -156,6 +157,57 @@ func TestE2EAuthTokenInQuery(t *testing.T) {
 	}
 	if got := h.Get("X-Service-User-Id"); got != "7" {
 		t.Fatalf("X-Service-User-Id = %q", got)
+	}
+}
+
+// TestE2EAuthStripQueryRemovesUnusedQueryToken: a forged query token
+// beside a valid Authorization header never reaches the app under
+// strip_query.
+func TestE2EAuthStripQueryRemovesUnusedQueryToken(t *testing.T) {
+	t.Setenv("SERVICEGATE_E2E_CLIENT_SECRET", testClientSecret)
+	u := newUpstream(t)
+	tester := startCaddy(t, authSite(u, "strip_query"))
+	tok := hsToken(t, emulatorClaims())
+	for _, path := range []string{"/api/page?lang=de&jwtToken=FORGED&x=1", "/api/page?lang=de&jwt%54oken=FORGED&x=1"} {
+		resp, _ := get(t, tester.Client, path, map[string]string{"Authorization": "Bearer " + tok})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d, want 200", path, resp.StatusCode)
+		}
+		u.mu.Lock()
+		uri := u.uri
+		u.mu.Unlock()
+		if uri != "/api/page?lang=de&x=1" {
+			t.Fatalf("%s: the app got %q, want the query token stripped", path, uri)
+		}
+	}
+}
+
+// TestE2EAuthSecretReloadEndsRememberedTokens: after a config reload with
+// a new hs256_secret, a token remembered under the old one is refused.
+func TestE2EAuthSecretReloadEndsRememberedTokens(t *testing.T) {
+	u := newUpstream(t)
+	t.Setenv("SERVICEGATE_E2E_CLIENT_SECRET", testClientSecret)
+	tester := startCaddy(t, authSite(u, ""))
+	old := hsToken(t, emulatorClaims())
+	for i := range 2 { // verified, then remembered
+		if resp, _ := get(t, tester.Client, "/api/x", map[string]string{"Authorization": "Bearer " + old}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d under the first secret: status %d", i, resp.StatusCode)
+		}
+	}
+	// A new config text: Caddy skips a reload whose config is unchanged,
+	// even when the environment behind a placeholder changed.
+	const rotated = "the-rotated-client-secret-0123456789"
+	t.Setenv("SERVICEGATE_E2E_ROTATED_SECRET", rotated)
+	tester = startCaddy(t, strings.Replace(authSite(u, ""), "SERVICEGATE_E2E_CLIENT_SECRET", "SERVICEGATE_E2E_ROTATED_SECRET", 1))
+	if resp, _ := get(t, tester.Client, "/api/x", map[string]string{"Authorization": "Bearer " + old}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("token of the replaced secret: status %d, want 401", resp.StatusCode)
+	}
+	fresh, err := jwt.NewWithClaims(jwt.SigningMethodHS256, emulatorClaims()).SignedString([]byte(rotated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, tester.Client, "/api/x", map[string]string{"Authorization": "Bearer " + fresh}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("token of the new secret: status %d, want 200", resp.StatusCode)
 	}
 }
 

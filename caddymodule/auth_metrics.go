@@ -2,15 +2,30 @@ package caddymodule
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Outcomes of service_auth, the values of the outcome label.
+// authOutcome is what service_auth made of one request; it is the outcome
+// label of servicegate_auth_requests_total.
+type authOutcome int
+
 const (
-	authRemembered      = "remembered"       // a token verified before, served from the cache
-	authVerified        = "verified"         // a token verified now
-	authNoToken         = "no_token"         // 401 without a token
-	authInvalidToken    = "invalid_token"    // 401 with a token that did not verify
-	authBadRequest      = "bad_request"      // 400: two Authorization headers, a repeated query parameter
-	authKeysUnavailable = "keys_unavailable" // 503: no key set could be fetched
+	authRemembered      authOutcome = iota // a token verified before, served from the cache
+	authVerified                           // a token verified now
+	authNoToken                            // 401 without a token
+	authInvalidToken                       // 401 with a token that did not verify
+	authBadRequest                         // 400: two Authorization headers, a repeated query parameter
+	authKeysUnavailable                    // 503: no key set could be fetched
+	numAuthOutcomes
 )
+
+var authOutcomeNames = [numAuthOutcomes]string{
+	authRemembered:      "remembered",
+	authVerified:        "verified",
+	authNoToken:         "no_token",
+	authInvalidToken:    "invalid_token",
+	authBadRequest:      "bad_request",
+	authKeysUnavailable: "keys_unavailable",
+}
+
+func (o authOutcome) String() string { return authOutcomeNames[o] }
 
 // authRequests counts service_auth's answers by outcome. It is created once
 // per process and registered on every config load.
@@ -21,19 +36,9 @@ var authRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help:      "Requests seen by service_auth, by outcome.",
 }, []string{"outcome"})
 
-// authCounters are the outcome counters resolved once, so that counting a
-// request on the hot path is one atomic add.
-type authCounters struct {
-	remembered, verified, noToken, invalidToken, badRequest, keysUnavailable prometheus.Counter
-}
+// authCounters holds the counter of each outcome of service_auth.
+type authCounters = outcomeCounters[authOutcome]
 
-func newAuthCounters(vec *prometheus.CounterVec) authCounters {
-	return authCounters{
-		remembered:      vec.WithLabelValues(authRemembered),
-		verified:        vec.WithLabelValues(authVerified),
-		noToken:         vec.WithLabelValues(authNoToken),
-		invalidToken:    vec.WithLabelValues(authInvalidToken),
-		badRequest:      vec.WithLabelValues(authBadRequest),
-		keysUnavailable: vec.WithLabelValues(authKeysUnavailable),
-	}
+func newAuthCounters(reg prometheus.Registerer) authCounters {
+	return newOutcomeCounters[authOutcome](reg, authRequests, authOutcomeNames[:])
 }

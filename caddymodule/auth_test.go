@@ -221,6 +221,8 @@ func TestAuthTrustedOutput(t *testing.T) {
 		{"numeric sub", claimsWith("sub", 12345678901), "acme",
 			map[string]string{"X-Service-User-Id": "12345678901"}, map[string]string{"id": "12345678901"}},
 		{"aud array", claimsWith("aud", []string{"client-id", "x"}), "acme", nil, map[string]string{"aud": "client-id,x"}},
+		{"sub with a line break", claimsWith("sub", "7\r\nX-Admin: 1"), "acme", map[string]string{"X-Service-User-Id": ""}, nil},
+		{"sub with a control character", claimsWith("sub", "7\x01"), "acme", map[string]string{"X-Service-User-Id": ""}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -336,6 +338,45 @@ func TestAuthStripQuery(t *testing.T) {
 	}
 }
 
+// TestAuthStripQueryRemovesEveryQueryToken: with strip_query the
+// from_query parameter never reaches the app, also when the token used
+// came from the Authorization header and the query one was never checked.
+func TestAuthStripQueryRemovesEveryQueryToken(t *testing.T) {
+	tok := hsToken(t, emulatorClaims())
+	cases := []struct {
+		name, query, want string
+	}{
+		{"forged beside a header token", "a=1&jwtToken=FORGED&b=2", "a=1&b=2"},
+		{"name escaped", "jwt%54oken=FORGED&b=2", "b=2"},
+		{"only the parameter", "jwtToken=FORGED", ""},
+		{"empty value", "a=1&jwtToken", "a=1"},
+		{"no such parameter", "a=1&b=x%20y&jwtTokens=kept", "a=1&b=x%20y&jwtTokens=kept"},
+	}
+	for _, strip := range []bool{false, true} {
+		a := hsAuth()
+		a.StripQuery = strip
+		a = provisionAuth(t, a)
+		for _, c := range cases {
+			req := httptest.NewRequest(http.MethodGet, "/page?"+c.query, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			_, next, _, err := serveAuth(t, a, req)
+			if err != nil || !next.called {
+				t.Fatalf("strip=%v %s: not passed on: %v", strip, c.name, err)
+			}
+			want := c.query
+			if strip {
+				want = c.want
+			}
+			if got := next.req.URL.RawQuery; got != want {
+				t.Errorf("strip=%v %s: query %q, want %q", strip, c.name, got, want)
+			}
+			if strip && strings.Contains(next.req.RequestURI, "FORGED") {
+				t.Errorf("strip=%v %s: RequestURI %q still holds the query token", strip, c.name, next.req.RequestURI)
+			}
+		}
+	}
+}
+
 func TestAuthPublicKeyAndProvisioning(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
@@ -384,6 +425,8 @@ func TestAuthPublicKeyAndProvisioning(t *testing.T) {
 		{"negative cache", ServiceAuth{HS256Secret: "s", CacheSize: &neg}},
 		{"quote in realm", ServiceAuth{HS256Secret: "s", Realm: `a"b`}},
 		{"bad header name", ServiceAuth{HS256Secret: "s", ClaimHeaders: map[string]string{"X User": "sub"}}},
+		{"header name with a colon", ServiceAuth{HS256Secret: "s", ClaimHeaders: map[string]string{"X-User:": "sub"}}},
+		{"header name not ASCII", ServiceAuth{HS256Secret: "s", ClaimHeaders: map[string]string{"X-Üser": "sub"}}},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -480,6 +523,80 @@ func TestAuthJWKS(t *testing.T) {
 	}
 }
 
+// TestAuthWithdrawnKeyStopsRememberedTokens: a token remembered under a
+// key stops working once a refresh of the key set has withdrawn that key
+// (the usual answer to a leaked key), while tokens of the new key work.
+func TestAuthWithdrawnKeyStopsRememberedTokens(t *testing.T) {
+	leaked, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	next, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwk := func(kid string, k *ecdsa.PrivateKey) map[string]any {
+		pt, _ := k.PublicKey.Bytes()
+		enc := base64.RawURLEncoding.EncodeToString
+		return map[string]any{"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig", "x": enc(pt[1:33]), "y": enc(pt[33:])}
+	}
+	var set atomic.Pointer[[]byte]
+	serve := func(keys ...map[string]any) {
+		b, _ := json.Marshal(map[string]any{"keys": keys})
+		set.Store(&b)
+	}
+	serve(jwk("leaked", leaked))
+	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(*set.Load())
+	}))
+	defer ks.Close()
+	a := provisionAuth(t, &ServiceAuth{JWKSURL: ks.URL})
+	sign := func(kid string, k *ecdsa.PrivateKey) string {
+		tk := jwt.NewWithClaims(jwt.SigningMethodES256, emulatorClaims())
+		tk.Header["kid"] = kid
+		s, err := tk.SignedString(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	status := func(tok string) int {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec, _, _, _ := serveAuth(t, a, req)
+		return rec.Code
+	}
+	old := sign("leaked", leaked)
+	for i := range 2 { // verified, then remembered
+		if got := status(old); got != http.StatusOK {
+			t.Fatalf("request %d under the key in use: status %d, want 200", i, got)
+		}
+	}
+	if a.cache.Len() != 1 {
+		t.Fatalf("cache holds %d tokens, want the one remembered", a.cache.Len())
+	}
+
+	// Adding a key leaves remembered tokens as they were.
+	serve(jwk("leaked", leaked), jwk("next", next))
+	if err := a.jwks.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(old); got != http.StatusOK {
+		t.Fatalf("after a key was added: status %d, want 200", got)
+	}
+
+	serve(jwk("next", next))
+	if err := a.jwks.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(old); got != http.StatusUnauthorized {
+		t.Fatalf("remembered token of the withdrawn key: status %d, want 401", got)
+	}
+	fresh := sign("next", next)
+	for i := range 2 {
+		if got := status(fresh); got != http.StatusOK {
+			t.Fatalf("request %d with the new key: status %d, want 200", i, got)
+		}
+	}
+	if got := status(old); got != http.StatusUnauthorized {
+		t.Fatalf("withdrawn key, asked again: status %d, want 401", got)
+	}
+}
+
 func TestAuthCleanupStopsTheJWKSRefresh(t *testing.T) {
 	ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
@@ -543,15 +660,15 @@ func FuzzAuthServeHTTP(f *testing.F) {
 
 func TestAuthMetrics(t *testing.T) {
 	a := provisionAuth(t, hsAuth())
-	count := func(outcome string) float64 {
+	count := func(outcome authOutcome) float64 {
 		var m dto.Metric
-		if err := authRequests.WithLabelValues(outcome).Write(&m); err != nil {
+		if err := authRequests.WithLabelValues(outcome.String()).Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		return m.GetCounter().GetValue()
 	}
-	before := map[string]float64{}
-	for _, o := range []string{authRemembered, authVerified, authNoToken, authInvalidToken, authBadRequest} {
+	before := map[authOutcome]float64{}
+	for _, o := range []authOutcome{authRemembered, authVerified, authNoToken, authInvalidToken, authBadRequest} {
 		before[o] = count(o)
 	}
 	tok := hsToken(t, emulatorClaims())
@@ -560,7 +677,7 @@ func TestAuthMetrics(t *testing.T) {
 		req.Header["Authorization"] = auth
 		_, _, _, _ = serveAuth(t, a, req)
 	}
-	for o, want := range map[string]float64{authVerified: 1, authRemembered: 1, authNoToken: 1, authInvalidToken: 1, authBadRequest: 1} {
+	for o, want := range map[authOutcome]float64{authVerified: 1, authRemembered: 1, authNoToken: 1, authInvalidToken: 1, authBadRequest: 1} {
 		if got := count(o) - before[o]; got != want {
 			t.Errorf("%s counted %v times, want %v", o, got, want)
 		}

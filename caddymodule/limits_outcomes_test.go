@@ -24,7 +24,7 @@ func TestLimitsOutcomes(t *testing.T) {
 		wantStatus  int    // status written to the client, 0 for none
 		wantErr     int    // status of the returned caddyhttp.HandlerError, 0 for none
 		wantInMsg   string // part of the JSON message
-		wantOutcome string
+		wantOutcome limitsOutcome
 	}{
 		{
 			name: "slow app",

@@ -47,9 +47,9 @@ func errorMessage(t testing.TB, body []byte) string {
 }
 
 // countOf reads the service_limits counter of outcome.
-func countOf(outcome string) float64 {
+func countOf(outcome limitsOutcome) float64 {
 	var m dto.Metric
-	if err := limitsRequests.WithLabelValues(outcome).Write(&m); err != nil {
+	if err := limitsRequests.WithLabelValues(outcome.String()).Write(&m); err != nil {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()

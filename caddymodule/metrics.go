@@ -24,3 +24,34 @@ func registerCollector[C prometheus.Collector](reg prometheus.Registerer, c C) C
 	}
 	return c
 }
+
+// outcomeCounters holds the counter of each outcome of a handler: O is the
+// handler's typed outcome, a small enum whose values 0..n-1 index the
+// counters. The counters are looked up once, so counting a request is an
+// index and an atomic add, and a typo in an outcome is a compile error,
+// not a panic at request time. The zero value counts nothing, as does an
+// outcome outside the enum.
+type outcomeCounters[O ~int] struct {
+	byOutcome []prometheus.Counter
+}
+
+// newOutcomeCounters registers vec on reg (see registerCollector) and
+// resolves the counter of each outcome o, labelled names[o]. An outcome
+// whose name is "" is deliberately not counted.
+func newOutcomeCounters[O ~int](reg prometheus.Registerer, vec *prometheus.CounterVec, names []string) outcomeCounters[O] {
+	vec = registerCollector(reg, vec)
+	c := outcomeCounters[O]{byOutcome: make([]prometheus.Counter, len(names))}
+	for i, name := range names {
+		if name != "" {
+			c.byOutcome[i] = vec.WithLabelValues(name)
+		}
+	}
+	return c
+}
+
+// inc counts one o. A nil c (an unprovisioned handler) counts nothing.
+func (c *outcomeCounters[O]) inc(o O) {
+	if c != nil && uint(o) < uint(len(c.byOutcome)) && c.byOutcome[o] != nil {
+		c.byOutcome[o].Inc()
+	}
+}

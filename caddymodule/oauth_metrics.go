@@ -31,21 +31,8 @@ var oauthEventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"event"})
 
 // oauthEvents holds the counter of each counted event, looked up once.
-type oauthEvents [oauth.NumEvents]prometheus.Counter
+type oauthEvents = outcomeCounters[oauth.Event]
 
 func newOAuthEvents(reg prometheus.Registerer) oauthEvents {
-	vec := registerCollector(reg, oauthEventsTotal)
-	var e oauthEvents
-	for i, name := range oauthEventNames {
-		if name != "" {
-			e[i] = vec.WithLabelValues(name)
-		}
-	}
-	return e
-}
-
-func (e *oauthEvents) inc(ev oauth.Event) {
-	if ev >= 0 && ev < oauth.NumEvents && e[ev] != nil {
-		e[ev].Inc()
-	}
+	return newOutcomeCounters[oauth.Event](reg, oauthEventsTotal, oauthEventNames[:])
 }

@@ -321,7 +321,7 @@ func (h *ServiceSubscription) query(ctx context.Context, base, org, token string
 	a, err := h.client.Query(ctx, base, h.app, token)
 	subscriptionQueryDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		subscriptionQueryErrors.Inc()
+		subscriptionQueriesBy.inc(queryError)
 		h.logger.Error("subscription query failed",
 			zap.String("organization", org),
 			zap.Bool("keyed_by_token", org == ""),
@@ -329,7 +329,7 @@ func (h *ServiceSubscription) query(ctx context.Context, base, org, token string
 			zap.Error(err))
 		return a, err
 	}
-	subscriptionQueriesBy[a.Status].Inc()
+	subscriptionQueriesBy.inc(subscriptionQueryOf(a.Status))
 	h.logger.Debug("subscription answer",
 		zap.String("organization", org),
 		zap.Bool("keyed_by_token", org == ""),

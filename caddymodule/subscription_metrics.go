@@ -37,16 +37,46 @@ var (
 	})
 )
 
-// subscriptionQueriesBy holds the queries_total counter of each answer, so
-// that counting needs no label look-up.
-var subscriptionQueriesBy = map[subscription.Status]prometheus.Counter{
-	subscription.Active:       subscriptionQueries.WithLabelValues("active"),
-	subscription.Unpaid:       subscriptionQueries.WithLabelValues("unpaid"),
-	subscription.NotFound:     subscriptionQueries.WithLabelValues("not_found"),
-	subscription.Unauthorized: subscriptionQueries.WithLabelValues("unauthorized"),
+// subscriptionQuery is the answer to one subscription query; it is the
+// answer label of servicegate_subscription_queries_total.
+type subscriptionQuery int
+
+const (
+	queryActive       subscriptionQuery = iota // a paid subscription
+	queryUnpaid                                // a subscription not paid
+	queryNotFound                              // no subscription
+	queryUnauthorized                          // the service refused the token
+	queryError                                 // no answer: the query failed
+	numSubscriptionQueries
+)
+
+var subscriptionQueryNames = [numSubscriptionQueries]string{
+	queryActive:       "active",
+	queryUnpaid:       "unpaid",
+	queryNotFound:     "not_found",
+	queryUnauthorized: "unauthorized",
+	queryError:        "error",
 }
 
-var subscriptionQueryErrors = subscriptionQueries.WithLabelValues("error")
+// subscriptionQueryOf is the query outcome of an answer of status s.
+func subscriptionQueryOf(s subscription.Status) subscriptionQuery {
+	switch s {
+	case subscription.Active:
+		return queryActive
+	case subscription.Unpaid:
+		return queryUnpaid
+	case subscription.NotFound:
+		return queryNotFound
+	case subscription.Unauthorized:
+		return queryUnauthorized
+	}
+	return queryError
+}
+
+// subscriptionQueriesBy holds the queries_total counter of each answer,
+// so that counting needs no label look-up. subscriptionQueries is
+// registered by registerSubscriptionMetrics.
+var subscriptionQueriesBy = newOutcomeCounters[subscriptionQuery](nil, subscriptionQueries, subscriptionQueryNames[:])
 
 // registerSubscriptionMetrics registers the collectors on reg.
 func registerSubscriptionMetrics(reg prometheus.Registerer) {

@@ -275,7 +275,7 @@ func TestSubscriptionCachesPerTokenWithoutServiceAuth(t *testing.T) {
 	if n := svc.queries.Load(); n != 2 {
 		t.Fatalf("%d queries, want one per token", n)
 	}
-	if got := subscriptionCounter(t, subscriptionQueriesBy[subscription.Active]); got < 2 {
+	if got := subscriptionCounter(t, subscriptionQueriesBy.byOutcome[subscriptionQueryOf(subscription.Active)]); got < 2 {
 		t.Fatalf("queries_total{answer=active} = %v", got)
 	}
 	families, err := ctx.GetMetricsRegistry().Gather()

@@ -43,21 +43,9 @@ var webhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help:      "Webhook deliveries seen by service_webhook, by outcome.",
 }, []string{"outcome"})
 
-// webhookOutcomes holds the counter of each outcome, looked up once so that
-// counting costs no label look-up on the request path.
-type webhookOutcomes [numOutcomes]prometheus.Counter
+// webhookOutcomes holds the counter of each outcome.
+type webhookOutcomes = outcomeCounters[webhookOutcome]
 
 func newWebhookOutcomes(reg prometheus.Registerer) webhookOutcomes {
-	vec := registerCollector(reg, webhookDeliveries)
-	var o webhookOutcomes
-	for i := range o {
-		o[i] = vec.WithLabelValues(outcomeNames[i])
-	}
-	return o
-}
-
-func (o *webhookOutcomes) inc(outcome webhookOutcome) {
-	if c := o[outcome]; c != nil {
-		c.Inc()
-	}
+	return newOutcomeCounters[webhookOutcome](reg, webhookDeliveries, outcomeNames[:])
 }

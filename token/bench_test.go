@@ -26,10 +26,10 @@ func BenchmarkCacheHit(b *testing.B) {
 	tok := sign(b, k.method, k.sign, baseClaims())
 	c := NewCache[*int](10000, nil)
 	one := 1
-	c.Put(tok, &one, fixedNow().AddDate(100, 0, 0))
+	c.Put(tok, &one, fixedNow().AddDate(100, 0, 0), 1)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := c.Get(tok); !ok {
+		if _, ok := c.Get(tok, 1); !ok {
 			b.Fatal("miss")
 		}
 	}

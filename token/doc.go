@@ -6,7 +6,9 @@
 // allow-list derived from those keys, then checks exp (required), nbf, iat,
 // the issuer and the audience. [FromAuthorization] takes the token out of an
 // Authorization header value, and [Cache] remembers verified tokens until
-// they expire.
+// they expire, each only under the key generation that verified it
+// ([Verifier.Generation], [Rotating]): a key withdrawn from a JWKS ends the
+// tokens remembered under it.
 //
 // Errors returned by Verify are one of the Err* values of this package: their
 // text is a short reason that never contains the token.

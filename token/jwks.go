@@ -15,12 +15,14 @@ import (
 	"math/big"
 	"net/http"
 	neturl "net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/sync/singleflight"
 )
 
 // Defaults of JWKSOptions.
@@ -54,7 +56,7 @@ type JWKSOptions struct {
 // per MinInterval. When a fetch fails the last good set stays in use. Only
 // public signature keys are used (RSA, EC P-256/384/521, OKP Ed25519);
 // symmetric keys and keys whose "use" is not "sig" are ignored. It
-// implements Keys and is safe for concurrent use.
+// implements Keys and Rotating and is safe for concurrent use.
 type JWKS struct {
 	url string
 	// where names the set in errors: url without user info and query,
@@ -64,10 +66,12 @@ type JWKS struct {
 
 	set atomic.Pointer[keySet]
 
+	// fetching runs one fetch at a time; callers arriving while one runs
+	// share its outcome.
+	fetching singleflight.Group
+	// mu guards lastAttempt and the replacement of set.
 	mu          sync.Mutex
 	lastAttempt time.Time
-	lastErr     error
-	inflight    chan struct{}
 	fetches     atomic.Int64
 }
 
@@ -161,28 +165,33 @@ func (s *JWKS) refreshLimited(ctx context.Context) {
 
 // refresh runs one fetch at a time: a caller arriving while one runs waits
 // for it and shares its outcome. Unless forced, it fetches nothing when the
-// last attempt was less than MinInterval ago.
+// last attempt was less than MinInterval ago. A forced caller that joined
+// a call which fetched nothing for that reason tries again.
 func (s *JWKS) refresh(ctx context.Context, force bool) error {
-	s.mu.Lock()
-	if ch := s.inflight; ch != nil {
-		s.mu.Unlock()
+	for {
+		ch := s.fetching.DoChan("", func() (any, error) { return s.fetchIfDue(ctx, force) })
 		select {
-		case <-ch:
+		case r := <-ch:
+			if fetched, _ := r.Val.(bool); fetched || !force {
+				return r.Err
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.lastErr
 	}
+}
+
+// fetchIfDue fetches the set, unless not forced and the last attempt was
+// less than MinInterval ago; it reports whether it fetched. Only one runs
+// at a time (s.fetching).
+func (s *JWKS) fetchIfDue(ctx context.Context, force bool) (bool, error) {
 	now := s.opts.Now()
+	s.mu.Lock()
 	if !force && !s.lastAttempt.IsZero() && now.Sub(s.lastAttempt) < s.opts.MinInterval {
 		s.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	s.lastAttempt = now
-	ch := make(chan struct{})
-	s.inflight = ch
 	s.mu.Unlock()
 
 	fetchCtx := ctx
@@ -196,11 +205,7 @@ func (s *JWKS) refresh(ctx context.Context, force bool) error {
 	if err != nil && s.opts.OnError != nil && ctx.Err() == nil {
 		s.opts.OnError(err)
 	}
-	s.mu.Lock()
-	s.inflight, s.lastErr = nil, err
-	s.mu.Unlock()
-	close(ch)
-	return err
+	return true, err
 }
 
 func (s *JWKS) fetch(ctx context.Context) error {
@@ -232,14 +237,61 @@ func (s *JWKS) fetch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("JWKS %s: %w", s.where, err)
 	}
-	s.set.Store(set)
+	s.install(set)
 	return nil
+}
+
+// install puts set in use. It keeps the generation of the set it replaces
+// when it holds every key of that set unchanged (the same set fetched
+// again, or keys only added), so that remembered tokens stay valid; any key
+// withdrawn or changed starts a new generation.
+func (s *JWKS) install(set *keySet) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.set.Load()
+	switch {
+	case old == nil:
+		set.gen = 1
+	case set.holdsAllOf(old):
+		set.gen = old.gen
+	default:
+		set.gen = old.gen + 1
+	}
+	s.set.Store(set)
+}
+
+// Generation is the generation of the set in use (0 before the first
+// good fetch). It changes when a fetched set lacks or changes a key of the
+// set before; see Rotating.
+func (s *JWKS) Generation() uint64 {
+	if set := s.set.Load(); set != nil {
+		return set.gen
+	}
+	return 0
 }
 
 // keySet is one fetched set: keys by kid ("" for keys without one).
 type keySet struct {
 	byKid map[string][]jwk
 	all   []jwk
+	gen   uint64 // see JWKS.Generation
+}
+
+// holdsAllOf reports whether set has every key of old, with the same kid,
+// key and algorithms.
+func (set *keySet) holdsAllOf(old *keySet) bool {
+	for _, o := range old.all {
+		if !slices.ContainsFunc(set.byKid[o.kid], o.same) {
+			return false
+		}
+	}
+	return true
+}
+
+// same reports whether k and o are the same key for the same algorithms.
+func (k jwk) same(o jwk) bool {
+	eq, ok := k.key.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && eq.Equal(o.key) && k.kid == o.kid && slices.Equal(k.algs, o.algs)
 }
 
 type jwk struct {
@@ -252,7 +304,7 @@ func (set *keySet) find(alg, kid string) (any, error) {
 	if kid == "" {
 		var fit []jwt.VerificationKey
 		for _, k := range set.all {
-			if contains(k.algs, alg) {
+			if slices.Contains(k.algs, alg) {
 				fit = append(fit, k.key)
 			}
 		}
@@ -269,7 +321,7 @@ func (set *keySet) find(alg, kid string) (any, error) {
 		return nil, ErrUnknownKey
 	}
 	for _, k := range keys {
-		if contains(k.algs, alg) {
+		if slices.Contains(k.algs, alg) {
 			return k.key, nil
 		}
 	}
@@ -377,7 +429,7 @@ func parseJWK(r rawJWK) (jwk, bool) {
 		return jwk{}, false
 	}
 	if r.Alg != "" {
-		if !contains(algs, r.Alg) {
+		if !slices.Contains(algs, r.Alg) {
 			return jwk{}, false
 		}
 		algs = []string{r.Alg}

@@ -338,3 +338,83 @@ func TestJWKSRequestsWaitForTheFetchUnderWay(t *testing.T) {
 		t.Fatalf("%d fetches, want 1", n)
 	}
 }
+
+func TestJWKSGenerationChangesWhenAKeyIsWithdrawnOrChanged(t *testing.T) {
+	kk := testKinds(t)
+	rsaK, ecK := kk[1], kk[2]
+	otherRSA := &rsaK.other.(*rsa.PrivateKey).PublicKey
+	ks := newKeyServer(t)
+	set := NewJWKS(ks.URL, JWKSOptions{})
+	v := NewVerifier(set, Options{Now: fixedNow})
+	ctx := context.Background()
+	if g := v.Generation(); g != 0 {
+		t.Fatalf("generation %d before any fetch, want 0", g)
+	}
+	steps := []struct {
+		name string
+		keys []map[string]any
+		same bool // the generation stays as it was
+	}{
+		{"first set", []map[string]any{jwkOf(t, "k1", rsaK.pub)}, false},
+		{"the same set again", []map[string]any{jwkOf(t, "k1", rsaK.pub)}, true},
+		{"a key added", []map[string]any{jwkOf(t, "k1", rsaK.pub), jwkOf(t, "k2", ecK.pub)}, true},
+		{"a key withdrawn", []map[string]any{jwkOf(t, "k2", ecK.pub)}, false},
+		{"a kid given another key", []map[string]any{jwkOf(t, "k2", otherRSA)}, false},
+		{"a key narrowed to one algorithm", []map[string]any{func() map[string]any {
+			j := jwkOf(t, "k2", otherRSA)
+			j["alg"] = "PS256"
+			return j
+		}()}, false},
+	}
+	prev := v.Generation()
+	for _, st := range steps {
+		ks.serve(t, http.StatusOK, st.keys...)
+		if err := set.Refresh(ctx); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		g := v.Generation()
+		if (g == prev) != st.same {
+			t.Fatalf("%s: generation %d after %d; want it kept: %v", st.name, g, prev, st.same)
+		}
+		prev = g
+	}
+	// A failed fetch keeps the set, and so its generation.
+	ks.serveRaw(http.StatusInternalServerError, "")
+	if err := set.Refresh(ctx); err == nil {
+		t.Fatal("Refresh accepted status 500")
+	}
+	if g := v.Generation(); g != prev {
+		t.Fatalf("generation %d after a failed fetch, want %d", g, prev)
+	}
+	if g := NewVerifier(rsaK.keys, Options{}).Generation(); g != 0 {
+		t.Fatalf("a fixed key has generation %d, want 0", g)
+	}
+}
+
+func TestJWKSRefreshFetchesEvenWhileAKidFetchIsRateLimited(t *testing.T) {
+	k := testKinds(t)[1]
+	ks := newKeyServer(t)
+	ks.serve(t, http.StatusOK, jwkOf(t, "k1", k.pub))
+	clk := &clock{t: testNow}
+	set := NewJWKS(ks.URL, JWKSOptions{Now: clk.now, MinInterval: time.Minute})
+	v := NewVerifier(set, Options{Now: clk.now})
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, signKid(t, k.method, k.sign, "k1")); err != nil {
+		t.Fatal(err)
+	}
+	// Within MinInterval an unknown kid fetches nothing; Refresh always does.
+	if _, err := v.Verify(ctx, signKid(t, k.method, k.sign, "k2")); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("unknown kid: %v", err)
+	}
+	if n := ks.hits.Load(); n != 1 {
+		t.Fatalf("%d fetches, want 1", n)
+	}
+	for range 3 {
+		if err := set.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ks.hits.Load(); n != 4 {
+		t.Fatalf("%d fetches after 3 Refresh calls, want 4", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Keys supplies the keys that verify tokens.
@@ -23,6 +24,15 @@ type Keys interface {
 	// values, or an error: ErrAlgorithm when alg does not fit the key,
 	// ErrUnknownKey, ErrKeysUnavailable.
 	Key(ctx context.Context, alg, kid string) (any, error)
+}
+
+// Rotating is implemented by Keys whose keys change while in use, such as
+// a JWKS. Generation changes whenever a key may have been withdrawn or
+// replaced (keys only added leave it as it was), so that a token verified
+// under an older generation is verified again before it is trusted.
+type Rotating interface {
+	Keys
+	Generation() uint64
 }
 
 // minRSABits is the smallest RSA modulus accepted: shorter keys are
@@ -51,7 +61,7 @@ func HMAC(secret []byte) Keys {
 func (k hmacKeys) Algorithms() []string { return hmacAlgs }
 
 func (k hmacKeys) Key(_ context.Context, alg, _ string) (any, error) {
-	if !contains(hmacAlgs, alg) {
+	if !slices.Contains(hmacAlgs, alg) {
 		return nil, ErrAlgorithm
 	}
 	return k.secret, nil
@@ -77,7 +87,7 @@ func PublicKey(pub crypto.PublicKey) (Keys, error) {
 func (k publicKey) Algorithms() []string { return k.algs }
 
 func (k publicKey) Key(_ context.Context, alg, _ string) (any, error) {
-	if !contains(k.algs, alg) {
+	if !slices.Contains(k.algs, alg) {
 		return nil, ErrAlgorithm
 	}
 	return k.key, nil
@@ -145,13 +155,4 @@ func ParsePublicKeyPEM(data []byte) (crypto.PublicKey, error) {
 			return nil, errors.New("PEM holds a private key; give the public key only")
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

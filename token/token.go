@@ -48,6 +48,7 @@ type Options struct {
 // Verifier verifies tokens. It is safe for concurrent use.
 type Verifier struct {
 	keys   Keys
+	rot    Rotating // keys, when they change while in use; else nil
 	algs   []string
 	issuer string
 	parser *jwt.Parser
@@ -73,7 +74,20 @@ func NewVerifier(keys Keys, opts Options) *Verifier {
 	if len(opts.Audience) > 0 {
 		popts = append(popts, jwt.WithAudience(slices.Clone(opts.Audience)...))
 	}
-	return &Verifier{keys: keys, algs: algs, issuer: opts.Issuer, parser: jwt.NewParser(popts...)}
+	rot, _ := keys.(Rotating)
+	return &Verifier{keys: keys, rot: rot, algs: algs, issuer: opts.Issuer, parser: jwt.NewParser(popts...)}
+}
+
+// Generation is the generation of the verifier's keys (see Rotating); 0
+// for keys that never change. Read it before Verify and remember a
+// verified token only under it (Cache.Put): should the keys change during
+// the check, the token is checked again at its next use rather than
+// trusted under keys that may have dropped the one that verified it.
+func (v *Verifier) Generation() uint64 {
+	if v.rot == nil {
+		return 0
+	}
+	return v.rot.Generation()
 }
 
 // Verify checks raw and returns its claims. ctx bounds any key fetch the

@@ -361,25 +361,25 @@ func TestFromAuthorization(t *testing.T) {
 func TestCache(t *testing.T) {
 	now := testNow
 	c := NewCache[int](3, func() time.Time { return now })
-	c.Put("a", 1, now.Add(time.Minute))
-	c.Put("old", 9, now.Add(-time.Second)) // already expired: not stored
-	if v, ok := c.Get("a"); !ok || v != 1 {
+	c.Put("a", 1, now.Add(time.Minute), 1)
+	c.Put("old", 9, now.Add(-time.Second), 1) // already expired: not stored
+	if v, ok := c.Get("a", 1); !ok || v != 1 {
 		t.Fatalf("Get(a) = %v, %v", v, ok)
 	}
-	if _, ok := c.Get("old"); ok {
+	if _, ok := c.Get("old", 1); ok {
 		t.Fatal("expired entry stored")
 	}
 	now = now.Add(time.Minute)
-	if _, ok := c.Get("a"); ok {
+	if _, ok := c.Get("a", 1); ok {
 		t.Fatal("entry served at its deadline")
 	}
 	for i, k := range []string{"b", "c", "d", "e", "f"} {
-		c.Put(k, i, now.Add(time.Hour))
+		c.Put(k, i, now.Add(time.Hour), 1)
 		if c.Len() > 3 {
 			t.Fatalf("cache holds %d entries, bound 3", c.Len())
 		}
 	}
-	if v, ok := c.Get("f"); !ok || v != 4 {
+	if v, ok := c.Get("f", 1); !ok || v != 4 {
 		t.Fatalf("latest entry missing: %v %v", v, ok)
 	}
 }
@@ -387,12 +387,34 @@ func TestCache(t *testing.T) {
 func TestCacheEvictsExpiredFirst(t *testing.T) {
 	now := testNow
 	c := NewCache[string](2, func() time.Time { return now })
-	c.Put("short", "s", now.Add(time.Second))
-	c.Put("long", "l", now.Add(time.Hour))
+	c.Put("short", "s", now.Add(time.Second), 1)
+	c.Put("long", "l", now.Add(time.Hour), 1)
 	now = now.Add(2 * time.Second)
-	c.Put("new", "n", now.Add(time.Hour))
-	if _, ok := c.Get("long"); !ok {
+	c.Put("new", "n", now.Add(time.Hour), 1)
+	if _, ok := c.Get("long", 1); !ok {
 		t.Fatal("a live entry was evicted while an expired one was there")
+	}
+}
+
+func TestCacheFindsEntriesOnlyUnderTheirKeyGeneration(t *testing.T) {
+	now := testNow
+	c := NewCache[string](2, func() time.Time { return now })
+	c.Put("tok", "v", now.Add(time.Hour), 1)
+	if _, ok := c.Get("tok", 1); !ok {
+		t.Fatal("entry not found under the generation that verified it")
+	}
+	if _, ok := c.Get("tok", 2); ok {
+		t.Fatal("entry found under a later key generation")
+	}
+	// Full: an entry of an older generation makes room before a live one.
+	c.Put("live", "l", now.Add(time.Hour), 2)
+	c.Put("new", "n", now.Add(time.Hour), 2)
+	if _, ok := c.Get("live", 2); !ok {
+		t.Fatal("a live entry was evicted while one of an older generation was there")
+	}
+	c.Put("tok", "v2", now.Add(time.Hour), 2)
+	if v, ok := c.Get("tok", 2); !ok || v != "v2" {
+		t.Fatalf("re-verified entry: %q, %v", v, ok)
 	}
 }
 
