@@ -120,7 +120,11 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	}
 	m.queueKey = filepath.Join(dir, "queue.db")
 	reg := ctx.GetMetricsRegistry()
-	attempts := registerCollector(reg, webhookQueueAttempts)
+	names := make([]string, queue.NumOutcomes)
+	for o := range queue.NumOutcomes {
+		names[o] = o.String()
+	}
+	attempts := newOutcomeCounters[queue.Outcome](reg, webhookQueueAttempts, names)
 	registerCollector(reg, prometheus.Collector(webhookQueueCollector))
 	logger := caddy.Log().Named("http.handlers.service_webhook.queue")
 	opts := queue.Options{
@@ -128,7 +132,7 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		MaxAge:      time.Duration(qc.MaxAge),
 		MaxAttempts: qc.MaxAttempts,
 		Dedup:       time.Duration(qc.Dedup),
-		OnOutcome:   func(o queue.Outcome) { attempts.WithLabelValues(o.String()).Inc() },
+		OnOutcome:   func(o queue.Outcome) { attempts.inc(o) },
 		OnDead: func(dm queue.Meta) {
 			logger.Warn("webhook delivery set aside as a dead letter; replay it through the admin API once the app is fixed",
 				zap.String("id", dm.ID), zap.String("organization", dm.Organization), zap.String("uri", dm.URI),
