@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/descriptor"
+	"github.com/servicegate/servicegate/respond"
 )
 
 // Defaults of service_app.
@@ -394,7 +395,7 @@ func (a *ServiceApp) serveGuarded(w http.ResponseWriter, r *http.Request, next c
 	c := appChains.Get().(*appChain)
 	c.app, c.next, c.signedIn = a, next, false
 	var err error
-	if g.SignIn != nil && !a.carriesToken(r) {
+	if g.SignIn != nil && a.signsIn(r) {
 		c.signedIn = true
 		err = g.SignIn.ServeHTTP(w, r, c)
 	} else {
@@ -405,15 +406,21 @@ func (a *ServiceApp) serveGuarded(w http.ResponseWriter, r *http.Request, next c
 	return err
 }
 
-// carriesToken tells whether the request brings its own token, which
-// service_auth checks without the sign-in.
-func (a *ServiceApp) carriesToken(r *http.Request) bool {
+// signsIn tells whether a request goes through the sign-in: it brings no
+// token of its own (which service_auth checks directly), and it is a
+// browser's (it asks for a page) or a signed-in browser's (it carries the
+// session cookie). An API client without a token gets service_auth's 401
+// with its challenge, never a redirect.
+func (a *ServiceApp) signsIn(r *http.Request) bool {
 	if r.Header.Get("Authorization") != "" {
-		return true
+		return false
 	}
 	q := a.guard.Auth.FromQuery
 	raw := r.URL.RawQuery
-	return q != "" && (strings.HasPrefix(raw, q+"=") || strings.Contains(raw, "&"+q+"="))
+	if q != "" && (strings.HasPrefix(raw, q+"=") || strings.Contains(raw, "&"+q+"=")) {
+		return false
+	}
+	return respond.WantsHTML(r.Header) || strings.Contains(r.Header.Get("Cookie"), a.guard.SignIn.CookieName+"=")
 }
 
 // appChains pools the chains of guarded requests.

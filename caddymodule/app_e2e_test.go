@@ -393,10 +393,14 @@ func TestServiceAppSignInE2E(t *testing.T) {
 		t.Fatalf("sent back to %q after signing in", back)
 	}
 	echo := rig.through(rig.client, "/projects", true)
+	// The page's own API calls (no text/html) ride on the session cookie.
+	if api := rig.through(rig.client, "/api/projects", false); api.Domain != "acme.example" {
+		t.Errorf("an API call of the signed-in page: %+v", api)
+	}
 	if !strings.HasPrefix(echo.Authorization, "Bearer ") || echo.User == "" || echo.Domain != "acme.example" {
 		t.Errorf("the app saw %+v", echo)
 	}
-	if resp, body := rig.get(newOAuthClient(t), e2eURL("/api/things"), false); resp.StatusCode != http.StatusUnauthorized {
+	if resp, body := rig.get(newOAuthClient(t), e2eURL("/api/things"), false); resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("an API client without a token: %d %s", resp.StatusCode, body)
 	}
 }
