@@ -10,4 +10,9 @@ go build -o bin/demoapp ./examples/demoapp
 bin/demoapp -listen 127.0.0.1:3000 &
 app=$!
 trap 'kill $app 2>/dev/null || true' EXIT INT TERM
+# service_app reads the app's descriptor from the app: wait until it answers.
+for _ in $(seq 50); do
+	bin/caddy service-app check http://127.0.0.1:3000/manifest.json >/dev/null 2>&1 && break
+	sleep 0.2
+done
 bin/caddy run --config Caddyfile.example --adapter caddyfile

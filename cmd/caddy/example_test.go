@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"strings"
@@ -25,6 +27,19 @@ func TestCaddyfileExampleValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The demo app serves its descriptor; a stand-in serves the same file
+	// here, where the example expects the app.
+	manifest, err := os.ReadFile("../../examples/demoapp/manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(manifest) }))
+	defer app.Close()
+	const address = "http://127.0.0.1:3000/manifest.json"
+	if !strings.Contains(string(raw), address) {
+		t.Fatalf("Caddyfile.example does not read the descriptor from the demo app at %s", address)
+	}
+	raw = []byte(strings.Replace(string(raw), address, app.URL+"/manifest.json", 1))
 	adapted, warnings, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt(raw, map[string]any{"filename": "Caddyfile.example"})
 	if err != nil {
 		t.Fatalf("adapt Caddyfile.example: %v", err)
@@ -32,9 +47,15 @@ func TestCaddyfileExampleValidates(t *testing.T) {
 	for _, w := range warnings {
 		t.Errorf("adapt warning: %s", w.String())
 	}
-	for _, handler := range []string{"service_emulator", "service_webhook", "service_limits", "service_oauth", "service_auth", "service_subscription", "reverse_proxy"} {
+	for _, handler := range []string{"service_emulator", "service_app", "reverse_proxy"} {
 		if !strings.Contains(string(adapted), `"handler":"`+handler+`"`) {
 			t.Errorf("Caddyfile.example does not use %s", handler)
+		}
+	}
+	// service_app expanded the descriptor: every kind of module is routed.
+	for _, route := range []string{`"module":"webhook"`, `"module":"custom-file-format"`, `"module":"file-pre-export"`, `"serve":"descriptor"`, `"sign_in":{`, `"subscription":{"app_identifier":"demo-app"`} {
+		if !strings.Contains(string(adapted), route) {
+			t.Errorf("the adapted service_app lacks %s", route)
 		}
 	}
 	var cfg caddy.Config
