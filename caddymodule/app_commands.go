@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -206,7 +207,7 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 // answerSummary is the start of an answer, on one line.
 func answerSummary(body []byte) string {
 	const max = 120
-	s := []rune(string(body))
+	s := []rune(strings.TrimSpace(string(body)))
 	for i, r := range s {
 		if r == '\n' || r == '\r' {
 			s[i] = ' '

@@ -11,7 +11,7 @@
 //	POST /pre-export          its file-pre-export step
 //	POST /file-format/buggy   the same format with a bug: every string is listed twice
 //	POST /file-format/slow    a job that takes longer than the module time limit
-//	POST /file-format/huge    a job whose answer is larger than the 5 MB limit
+//	POST /file-format/huge    a job whose answer is larger than the 5 MB limit (strings or content)
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"html/template"
 	"io"
 	"log"
@@ -155,10 +156,27 @@ func slowJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// hugeJob answers with more than 5 MB.
+// hugeJob answers with more than 5 MB: 6 MiB of strings for a parse-file
+// job, 6 MiB of file content for any other.
 func hugeJob(w http.ResponseWriter, r *http.Request) {
+	var job struct {
+		JobType string `json:"jobType"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&job)
 	_, _ = io.Copy(io.Discard, r.Body)
 	w.Header().Set("Content-Type", "application/json")
+	if job.JobType == "parse-file" {
+		_, _ = io.WriteString(w, `{"data":{"strings":[`)
+		text := strings.Repeat("A", 1000)
+		for i := 0; i < 6*1024; i++ { // 6 MiB of strings
+			if i > 0 {
+				_, _ = io.WriteString(w, ",")
+			}
+			_, _ = fmt.Fprintf(w, `{"identifier":"key%d","text":"%s"}`, i, text)
+		}
+		_, _ = io.WriteString(w, `]}}`)
+		return
+	}
 	_, _ = io.WriteString(w, `{"data":{"content":"`)
 	chunk := strings.Repeat("A", 64*1024)
 	for i := 0; i < 96; i++ { // 6 MiB of base64
