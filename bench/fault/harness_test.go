@@ -25,13 +25,25 @@ import (
 	"time"
 )
 
-// Ports of the suite: all on 127.0.0.1.
-const (
-	adminPort   = 18619
-	httpPort    = 18680
-	httpsPort   = 18643
-	servicePort = 18691
+// Ports of the suite: all on 127.0.0.1, chosen free when the test binary
+// starts, so that two runs of the suite on one host never meet.
+var (
+	adminPort   = freePort()
+	httpPort    = freePort()
+	httpsPort   = freePort()
+	servicePort = freePort()
 )
+
+// freePort asks the kernel for a free loopback port; the listener is
+// closed at once, and the kernel does not hand the port out again soon.
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("no free loopback port for the fault suite: %v", err))
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
 
 // secret is shared by service_auth and the tokens the tests mint; it
 // protects nothing outside these tests.
