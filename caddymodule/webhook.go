@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -212,8 +213,9 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	if refusal != nil {
 		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
-	body, err := m.readBody(w, r)
+	body, err := m.readBody(w, r, d.Reader(r.Body))
 	if err != nil {
+		d.Release()
 		return m.refuseUnread(w, r, err)
 	}
 	defer body.Release()
@@ -239,12 +241,13 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	return next.ServeHTTP(w, r)
 }
 
-// readBody reads the whole delivery, up to max_size, with the read
+// readBody reads the whole delivery from src (the request's body through
+// the signature's MACs), up to max_size, with the read
 // deadline of the connection at read_timeout where the connection allows
 // one. The handler releases the body; on an error there is none.
-func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request) (*limits.Body, error) {
+func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request, src io.Reader) (*limits.Body, error) {
 	deadlineSet := setReadDeadline(w, time.Now().Add(time.Duration(m.ReadTimeout)))
-	body, err := limits.ReadAll(r.Body, r.ContentLength, m.MaxSize)
+	body, err := limits.ReadAll(src, r.ContentLength, m.MaxSize)
 	if err != nil {
 		// The deadline stays: after a refusal, net/http reads on through
 		// what is left of the body before answering, and the deadline

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"strings"
 	"sync"
 )
@@ -249,4 +250,79 @@ func Sign(secret string, body []byte) string {
 	h := hmac.New(sha256.New, []byte(secret))
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Stream computes the HMAC of a body under every secret of a Verifier as
+// the body's bytes arrive, so that the check costs no pass over the body
+// after its last byte is in: one MAC state per candidate secret, each fed
+// while the body is read. Streams are pooled; a Stream is for one body and
+// one goroutine, and must be released.
+type Stream struct {
+	v      *Verifier
+	states []*macState
+	src    io.Reader
+}
+
+var streams = sync.Pool{New: func() any { return new(Stream) }}
+
+// Stream starts the MACs of one body under v's secrets.
+func (v *Verifier) Stream() *Stream {
+	s := streams.Get().(*Stream)
+	s.v = v
+	for _, k := range v.keys {
+		st := k.pool.Get().(*macState)
+		st.h.Reset()
+		s.states = append(s.states, st)
+	}
+	return s
+}
+
+// Reader returns src, read through the stream: every byte read from it is
+// fed to the MACs.
+func (s *Stream) Reader(src io.Reader) io.Reader {
+	s.src = src
+	return s
+}
+
+// Read reads from the source given to Reader and feeds what it read to the
+// MACs.
+func (s *Stream) Read(p []byte) (int, error) {
+	n, err := s.src.Read(p)
+	if n > 0 {
+		s.Write(p[:n])
+	}
+	return n, err
+}
+
+// Write feeds p to the MACs.
+func (s *Stream) Write(p []byte) (int, error) {
+	for _, st := range s.states {
+		st.h.Write(p)
+	}
+	return len(p), nil
+}
+
+// Verify checks that mac, a signature decoded by Parse, is the HMAC-SHA256
+// of what was fed under one of the secrets; each comparison takes
+// constant time.
+func (s *Stream) Verify(mac []byte) error {
+	if len(mac) != sha256.Size {
+		return errMACSize
+	}
+	for _, st := range s.states {
+		if hmac.Equal(st.h.Sum(st.sum[:0]), mac) {
+			return nil
+		}
+	}
+	return ErrMismatch
+}
+
+// Release returns the stream and its MAC states to their pools.
+func (s *Stream) Release() {
+	for i, st := range s.states {
+		s.v.keys[i].pool.Put(st)
+		s.states[i] = nil
+	}
+	s.states, s.v, s.src = s.states[:0], nil, nil
+	streams.Put(s)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -359,4 +360,67 @@ func BenchmarkVerify1KiB(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestStreamAgreesWithVerifyMAC: the MACs fed while a body arrives, in
+// pieces of any size, give the verdict VerifyMAC gives over the whole body.
+func TestStreamAgreesWithVerifyMAC(t *testing.T) {
+	v, err := NewVerifier("old-secret", "new-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte(`{"events":[{"event":"project.translated"}]}`), 500)
+	for _, c := range []struct {
+		name   string
+		secret string
+		want   error
+	}{{"first secret", "old-secret", nil}, {"second secret", "new-secret", nil}, {"no secret", "other", ErrMismatch}} {
+		mac, _ := Parse(Sign(c.secret, body))
+		for _, piece := range []int{1, 7, 4096, len(body)} {
+			s := v.Stream()
+			got, err := io.ReadAll(s.Reader(&pieces{body, piece}))
+			if err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("%s: reading through the stream changed the body: %v", c.name, err)
+			}
+			if err := s.Verify(mac); !errors.Is(err, c.want) || (c.want == nil) != (v.VerifyMAC(body, mac) == nil) {
+				t.Errorf("%s, pieces of %d: Verify = %v, want %v", c.name, piece, err, c.want)
+			}
+			s.Release()
+		}
+	}
+}
+
+func TestStreamAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes pools allocate")
+	}
+	v, _ := NewVerifier("s")
+	body := []byte(`{"events":[]}`)
+	mac, _ := Parse(Sign("s", body))
+	allocs := testing.AllocsPerRun(100, func() {
+		s := v.Stream()
+		s.Write(body)
+		if s.Verify(mac) != nil {
+			t.Fatal("mismatch")
+		}
+		s.Release()
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per stream", allocs)
+	}
+}
+
+// pieces reads its bytes n at a time, as a body arrives from the network.
+type pieces struct {
+	b []byte
+	n int
+}
+
+func (p *pieces) Read(dst []byte) (int, error) {
+	if len(p.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(dst[:min(len(dst), p.n)], p.b)
+	p.b = p.b[n:]
+	return n, nil
 }

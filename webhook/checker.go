@@ -3,6 +3,7 @@ package webhook
 import (
 	"crypto/sha256"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -84,6 +85,37 @@ type Delivery struct {
 	// secrets. dropDomain, dropID: the header is not vouched for by the
 	// secrets that verify the delivery.
 	differ, dropDomain, dropID bool
+	// stream, when Reader was used, holds the MACs computed as the body
+	// arrived.
+	stream *signature.Stream
+}
+
+// Reader returns the body src of a delivery whose headers passed, read
+// through the MACs of its candidate secrets: the signature is computed as
+// the bytes arrive, and CheckBody only compares. Release must follow when
+// CheckBody is not called (the body could not be read).
+func (d *Delivery) Reader(src io.Reader) io.Reader {
+	d.stream = d.verifier.Stream()
+	return d.stream.Reader(src)
+}
+
+// Release lets go of the MACs of Reader; CheckBody releases them itself.
+func (d *Delivery) Release() {
+	if d.stream != nil {
+		d.stream.Release()
+		d.stream = nil
+	}
+}
+
+// verify checks the signature: against the MACs fed by Reader, or over
+// body.
+func (d *Delivery) verify(body []byte) error {
+	if d.stream == nil {
+		return d.verifier.VerifyMAC(body, d.mac[:])
+	}
+	err := d.stream.Verify(d.mac[:])
+	d.Release()
+	return err
 }
 
 // CheckHeaders checks what the headers alone can tell: a signature header
@@ -176,12 +208,13 @@ func (c *Checker) chooseSecrets(d *Delivery, h http.Header) bool {
 	return true
 }
 
-// CheckBody checks the body of a delivery that passed CheckHeaders: the
+// CheckBody checks the body of a delivery that passed CheckHeaders (read
+// through d.Reader, or not): the
 // signature, the organization headers, the module key and the events.
 // When it passes, the organization header the signature does not vouch
 // for has been removed from h.
 func (c *Checker) CheckBody(d *Delivery, h http.Header, body []byte) *Refusal {
-	if d.verifier.VerifyMAC(body, d.mac[:]) != nil {
+	if d.verify(body) != nil {
 		return refuseMismatch
 	}
 	if d.differ {
