@@ -144,9 +144,9 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	timeout, err := caddy.ParseDuration(fl.String("timeout"))
-	if err != nil || timeout <= 0 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("--timeout %q is not a positive duration", fl.String("timeout"))
+	timeout, err := commandTimeout(fl)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
 	}
 	only := fl.String("only")
 	if only != "" && only != "events" && only != "jobs" {

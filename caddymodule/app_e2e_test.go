@@ -133,20 +133,7 @@ func TestServiceAppE2E(t *testing.T) {
 	client := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	do := func(method, path string, header map[string]string, body []byte) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, e2eURL(path), bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return request(t, client, method, path, header, body)
 	}
 	mint := func(domain string, orgID int64) string {
 		tok, err := emulator.MintToken("demo-client-secret", emulator.Token{

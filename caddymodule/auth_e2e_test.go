@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -65,7 +66,13 @@ localhost:{port} {
 
 func get(t *testing.T, client *http.Client, path string, header map[string]string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, e2eURL(path), nil)
+	return request(t, client, http.MethodGet, path, header, nil)
+}
+
+// request makes a request of the test Caddy and returns its answer and body.
+func request(t *testing.T, client *http.Client, method, path string, header map[string]string, body []byte) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, e2eURL(path), bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

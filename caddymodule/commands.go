@@ -132,6 +132,15 @@ func commandSecret(fl caddycmd.Flags) (string, error) {
 	return secret, nil
 }
 
+// commandTimeout is --timeout, a positive duration.
+func commandTimeout(fl caddycmd.Flags) (time.Duration, error) {
+	timeout, err := caddy.ParseDuration(fl.String("timeout"))
+	if err != nil || timeout <= 0 {
+		return 0, fmt.Errorf("--timeout %q is not a positive duration", fl.String("timeout"))
+	}
+	return timeout, nil
+}
+
 func runServiceToken(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	secret, err := commandSecret(fl)
 	if err != nil {
@@ -187,9 +196,9 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	timeout, err := caddy.ParseDuration(fl.String("timeout"))
-	if err != nil || timeout <= 0 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("--timeout %q is not a positive duration", fl.String("timeout"))
+	timeout, err := commandTimeout(fl)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
 	}
 	var body []byte
 	if file := fl.String("body"); file != "" {

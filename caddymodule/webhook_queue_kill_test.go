@@ -79,6 +79,32 @@ func waitListening(t *testing.T, url string, p *caddyProcess) {
 	}
 }
 
+// queueProcessCaddyfile is the config of a Caddy process whose /webhooks
+// queues deliveries to app, with extra queue settings; /ready tells it
+// listens.
+func queueProcessCaddyfile(port int, app *queueApp, dir, extra string) string {
+	return fmt.Sprintf(`{
+	admin off
+	persist_config off
+	skip_install_trust
+	auto_https off
+}
+http://127.0.0.1:%d {
+	route /webhooks {
+		service_webhook {
+			secret demo-app-secret
+			queue {
+				to http://%s
+				dir %s
+				%s
+			}
+		}
+	}
+	respond /ready 200
+}
+`, port, app.addr, dir, extra)
+}
+
 // TestWebhookQueueSurvivesSIGKILL: a Caddy killed with SIGKILL while it
 // delivers 1,000 acknowledged deliveries to a slow app loses none of them
 // once restarted.
@@ -99,26 +125,7 @@ func TestWebhookQueueSurvivesSIGKILL(t *testing.T) {
 	app.up(t)
 	port := freePort()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	caddyfile := fmt.Sprintf(`{
-	admin off
-	persist_config off
-	skip_install_trust
-	auto_https off
-}
-http://127.0.0.1:%d {
-	route /webhooks {
-		service_webhook {
-			secret demo-app-secret
-			queue {
-				to http://%s
-				dir %s
-				concurrency 4
-			}
-		}
-	}
-	respond /ready 200
-}
-`, port, app.addr, t.TempDir())
+	caddyfile := queueProcessCaddyfile(port, app, t.TempDir(), "concurrency 4")
 
 	first := startCaddyProcess(t, caddyfile)
 	waitListening(t, base+"/ready", first)
@@ -222,24 +229,7 @@ func TestWebhookQueueBurstStaysOnDisk(t *testing.T) {
 	app.up(t)
 	port := freePort()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	p := startCaddyProcess(t, fmt.Sprintf(`{
-	admin off
-	persist_config off
-	auto_https off
-}
-http://127.0.0.1:%d {
-	route /webhooks {
-		service_webhook {
-			secret demo-app-secret
-			queue {
-				to http://%s
-				dir %s
-			}
-		}
-	}
-	respond /ready 200
-}
-`, port, app.addr, t.TempDir()))
+	p := startCaddyProcess(t, queueProcessCaddyfile(port, app, t.TempDir(), ""))
 	waitListening(t, base+"/ready", p)
 	startRSS, _ := rssKiB(t, p.cmd.Process.Pid)
 
