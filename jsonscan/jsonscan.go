@@ -75,6 +75,17 @@ func (s *Scanner) Reset(data []byte) {
 // Pos is the offset of the next byte to read.
 func (s *Scanner) Pos() int { return s.pos }
 
+// Depth is the number of arrays and objects open around the next byte to
+// read, which MaxDepth bounds.
+func (s *Scanner) Depth() int { return s.depth }
+
+// SetDepth sets that number. A caller that reads a document a value at a
+// time as encoding/json's Decoder does (Token for the outer arrays and
+// objects, Decode for each value), and refuses for depth what the Decoder
+// refuses, counts each such value's nesting from 0: it calls SetDepth(0)
+// before reading the value and SetDepth with the former Depth after.
+func (s *Scanner) SetDepth(depth int) { s.depth = depth }
+
 func (s *Scanner) maxDepth() int {
 	if s.MaxDepth > 0 {
 		return s.MaxDepth

@@ -68,6 +68,46 @@ func TestDepthAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestSetDepthAsDecoder reads an array of values each nested as deep as
+// MaxDepth allows, counting each from 0 as encoding/json's Decoder counts
+// the values it decodes one at a time; one level more is refused.
+func TestSetDepthAsDecoder(t *testing.T) {
+	const max = 50
+	for _, n := range []int{max, max + 1} {
+		value := strings.Repeat("[", n) + strings.Repeat("]", n)
+		doc := []byte(`{"a":[` + value + `,` + value + `]}`)
+		s := Scanner{MaxDepth: max}
+		s.Reset(doc)
+		err := s.Object(func(key []byte) error {
+			return s.Array(func() error {
+				if s.Depth() != 2 {
+					t.Fatalf("Depth = %d inside an array in an object, want 2", s.Depth())
+				}
+				d := s.Depth()
+				s.SetDepth(0)
+				err := s.Skip()
+				s.SetDepth(d)
+				return err
+			})
+		})
+		if err == nil {
+			err = s.Finish()
+		}
+		if (err == nil) != (n <= max) {
+			t.Errorf("values %d deep with MaxDepth %d: %v", n, max, err)
+		}
+		if err != nil && !errors.Is(err, ErrTooDeep) {
+			t.Errorf("values %d deep: %v, want ErrTooDeep", n, err)
+		}
+	}
+	var s Scanner
+	s.Reset([]byte(`[[` + strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth) + `]]`))
+	err := s.Array(func() error { return s.Skip() })
+	if !errors.Is(err, ErrTooDeep) {
+		t.Errorf("without SetDepth, outer levels count: %v, want ErrTooDeep", err)
+	}
+}
+
 func TestStringDecodesAsEncodingJSON(t *testing.T) {
 	for _, in := range []string{
 		`"plain"`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\u0041"`, `"\ud83d\ude00"`,
