@@ -163,7 +163,8 @@ type checker struct {
 	// seen keeps the identifiers (parse-file) or uniqIds (pre-export)
 	// read so far, by their hash, at the offset of their string in the
 	// answer; collided the few whose hash was another's.
-	seen     map[uint64]int
+	seen     []seenSlot
+	seenN    int
 	collided map[string]struct{}
 
 	previewIDs  []previewRef       // the strings with a previewId
@@ -509,7 +510,6 @@ func (c *checker) readStrings() error {
 	}
 	if !c.inline {
 		c.inline = true
-		c.seen = make(map[uint64]int)
 		c.seed = maphash.MakeSeed()
 		c.langs = make(map[string]int, len(c.job.targets))
 		for name, cats := range c.job.targets {
@@ -809,31 +809,76 @@ func containsIndex(list []int, v int) bool {
 }
 
 // seenBefore tells whether v, the string at offset pos of the answer, was
-// seen before, and keeps it. Strings are kept by hash; a hash found again
-// is confirmed on the strings themselves, so that only an equal string is
-// a duplicate.
+// seen before, and keeps it. Strings are kept by hash, at their offset; a
+// hash found again is confirmed on the strings themselves, so that only an
+// equal string is a duplicate.
 func (c *checker) seenBefore(v []byte, pos int) bool {
 	return c.seenHash(maphash.Bytes(c.seed, v), v, pos)
 }
 
-// seenHash is seenBefore for v of hash h.
+// seenHash is seenBefore for v of hash h. The table is open addressing
+// with linear probing, at most three quarters full; 0 marks a free slot.
 func (c *checker) seenHash(h uint64, v []byte, pos int) bool {
-	first, found := c.seen[h]
-	if !found {
-		c.seen[h] = pos
+	h |= 1
+	if (c.seenN+1)*4 > len(c.seen)*3 {
+		c.growSeen()
+	}
+	mask := uint64(len(c.seen) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		slot := &c.seen[i]
+		if slot.hash == 0 {
+			slot.hash, slot.pos = h, pos
+			c.seenN++
+			return false
+		}
+		if slot.hash != h {
+			continue
+		}
+		if bytes.Equal(stringAt(&c.idB, c.answer, slot.pos), v) {
+			return true
+		}
+		// another string of the same hash: kept whole
+		if _, dup := c.collided[string(v)]; dup {
+			return true
+		}
+		if c.collided == nil {
+			c.collided = make(map[string]struct{})
+		}
+		c.collided[string(v)] = struct{}{}
 		return false
 	}
-	if bytes.Equal(stringAt(&c.idB, c.answer, first), v) {
-		return true
+}
+
+// growSeen grows the table of seenHash: to twice its size, or to the size
+// the strings read so far predict for the whole answer, when larger, so
+// that it is rarely grown more than twice.
+func (c *checker) growSeen() {
+	old := c.seen
+	size := max(2*len(old), 1024)
+	if read := c.s.Pos(); read > 0 && c.seenN > 0 {
+		predicted := c.seenN * (len(c.answer)/read + 1) * 5 / 4 // slots at four fifths full
+		for size < predicted {
+			size *= 2
+		}
 	}
-	if _, dup := c.collided[string(v)]; dup {
-		return true
+	c.seen = make([]seenSlot, size)
+	mask := uint64(len(c.seen) - 1)
+	for _, slot := range old {
+		if slot.hash == 0 {
+			continue
+		}
+		i := slot.hash & mask
+		for c.seen[i].hash != 0 {
+			i = (i + 1) & mask
+		}
+		c.seen[i] = slot
 	}
-	if c.collided == nil {
-		c.collided = make(map[string]struct{})
-	}
-	c.collided[string(v)] = struct{}{}
-	return false
+}
+
+// seenSlot is a slot of the table of seenHash.
+type seenSlot struct {
+	hash uint64 // 0 when free
+	pos  int
 }
 
 var statusValues = [][]byte{[]byte(`"untranslated"`), []byte(`"translated"`), []byte(`"approved"`)}

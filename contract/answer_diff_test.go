@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"runtime"
@@ -254,17 +256,37 @@ func TestCheckAnswerBytesAllocatesNoCopy(t *testing.T) {
 	}
 }
 
-// TestSeenBeforeConfirmsHashes gives every identifier one hash: only
-// equal identifiers are duplicates.
+// TestSeenBeforeConfirmsHashes keeps strings under their own hashes, then
+// under one hash for all: either way only equal strings are duplicates.
 func TestSeenBeforeConfirmsHashes(t *testing.T) {
 	body := []byte(`["a","b","c","b","a","d","\u0064"]`)
-	c := checker{answer: body, seen: map[uint64]int{}}
 	pos := []int{1, 5, 9, 13, 17, 21, 25}
 	want := []bool{false, false, false, true, true, false, true}
+	own := checker{answer: body, seed: maphash.MakeSeed()}
+	one := checker{answer: body}
 	for i, p := range pos {
-		v := stringAt(&c.idA, body, p)
-		if got := c.seenHash(0, v, p); got != want[i] {
-			t.Errorf("string %d (%s): seen %v, want %v", i, v, got, want[i])
+		v := stringAt(&own.idA, body, p)
+		if got := own.seenBefore(v, p); got != want[i] {
+			t.Errorf("string %d (%s) under its own hash: seen %v, want %v", i, v, got, want[i])
+		}
+		if got := one.seenHash(7, v, p); got != want[i] {
+			t.Errorf("string %d (%s) under one hash for all: seen %v, want %v", i, v, got, want[i])
+		}
+	}
+	// enough strings to grow the table a few times, each kept
+	var many bytes.Buffer
+	var offsets []int
+	for i := range 5000 {
+		offsets = append(offsets, many.Len())
+		fmt.Fprintf(&many, `"s%d",`, i)
+	}
+	c := checker{answer: many.Bytes(), seed: maphash.MakeSeed()}
+	for round := range 2 {
+		for i, p := range offsets {
+			v := stringAt(&c.idA, many.Bytes(), p)
+			if got := c.seenBefore(v, p); got != (round == 1) {
+				t.Fatalf("round %d, string %d (%s): seen %v", round, i, v, got)
+			}
 		}
 	}
 }
@@ -288,3 +310,22 @@ func BenchmarkDecodeAny5MB(b *testing.B) { benchmarkDecodeAny(b, 5<<20) }
 
 // BenchmarkDecodeAny1MB is BenchmarkDecodeAny5MB for the 1 MB answer.
 func BenchmarkDecodeAny1MB(b *testing.B) { benchmarkDecodeAny(b, 1<<20) }
+
+// BenchmarkCheckReferenceParseFile5MB checks the answer of
+// BenchmarkCheckParseFile5MB with the former, Decoder-based check: the
+// before of the byte-slice check, measured in the same run.
+func BenchmarkCheckReferenceParseFile5MB(b *testing.B) {
+	j, err := ParseJob(CustomFileFormat, bytes.NewReader(job(ParseFile, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer := parseFileAnswer(5 << 20)
+	b.SetBytes(int64(len(answer)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := refCheckAnswer(j, bytes.NewReader(answer)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -94,6 +94,10 @@ func (s *Scanner) maxDepth() int {
 }
 
 func (s *Scanner) skipSpace() {
+	// most documents between values have no space at all
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return
+	}
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
