@@ -329,3 +329,22 @@ func BenchmarkCheckReferenceParseFile5MB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckBuildFile5MB checks a build-file answer carrying a file of
+// some 3.75 MB, base64 in data.content.
+func BenchmarkCheckBuildFile5MB(b *testing.B) {
+	j, err := ParseJob(CustomFileFormat, bytes.NewReader(job(BuildFile, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := bytes.Repeat([]byte("key.1 = Open the settings of item 1\n"), (5<<20)*3/4/36)
+	answer, _ := json.Marshal(map[string]any{"data": map[string]any{"content": file}})
+	b.SetBytes(int64(len(answer)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := j.CheckAnswerBytes(answer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -323,6 +323,21 @@ func plainRun(d []byte, i int) int {
 	return i
 }
 
+// asciiRun is plainRun that stops also at a word holding a byte from 0x80
+// on, where String checks UTF-8: long strings of ASCII (base64 contents,
+// previews) are decoded a word at a time.
+func asciiRun(d []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(d); i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		q, b := x^(ones*'"'), x^(ones*'\\')
+		if (x|(x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
+			return i
+		}
+	}
+	return i
+}
+
 // escapeLen returns the length of the escape sequence at d[i] (a
 // backslash), 0 when it is not a valid one.
 func escapeLen(d []byte, i int) int {
@@ -404,6 +419,7 @@ func (s *Scanner) readString() ([]byte, error) {
 	i := start
 	plain := true
 	for {
+		i = asciiRun(d, i)
 		for i < len(d) && !stopHigh[d[i]] {
 			i++
 		}

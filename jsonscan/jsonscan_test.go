@@ -325,7 +325,7 @@ func BenchmarkEncodingJSONValid(b *testing.B) {
 
 // TestLongStringsEveryPosition puts each byte that ends plain content at
 // every position of strings longer than a word, where the scanner reads
-// eight bytes at a time.
+// eight bytes at a time, and checks them read and decoded.
 func TestLongStringsEveryPosition(t *testing.T) {
 	for n := 0; n < 40; n++ {
 		for pos := 0; pos < n; pos++ {
@@ -335,6 +335,16 @@ func TestLongStringsEveryPosition(t *testing.T) {
 				doc := append(append([]byte{'"'}, b...), '"')
 				if got, want := Valid(doc, 0) == nil, json.Valid(doc); got != want {
 					t.Fatalf("Valid(%q) = %v, encoding/json %v", doc, got, want)
+				}
+				var s Scanner
+				s.Reset(doc)
+				got, err := s.String()
+				if err == nil {
+					err = s.Finish()
+				}
+				var want string
+				if jsonErr := json.Unmarshal(doc, &want); (err == nil) != (jsonErr == nil) || err == nil && string(got) != want {
+					t.Fatalf("String(%q) = %q, %v; encoding/json %q, %v", doc, got, err, want, jsonErr)
 				}
 			}
 		}
