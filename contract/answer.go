@@ -87,8 +87,9 @@ type Answer struct {
 // bytes are read in place (see CheckAnswerBytes), an *os.File (an answer
 // kept on disk) is mapped into memory on Unix, and any other reader is
 // first copied in bounded chunks to an unnamed temporary file that is
-// mapped, so that no answer is held on the heap. An error that is not a
-// *Breach means the answer could not be read.
+// mapped, so that no answer is held on the heap (a file's offset is left
+// where it was). An error that is not a *Breach means the answer could not
+// be read.
 func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	answer, release, err := answerBytes(body)
 	if err != nil {

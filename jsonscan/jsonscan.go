@@ -1,6 +1,6 @@
 // Package jsonscan reads JSON text (RFC 8259) held in a byte slice, checking
 // it as it goes. It is the one JSON scanner of servicegate: the webhook's
-// events check and the contract's checks of string records use it.
+// events check and the contract's check of module answers use it.
 //
 // It is made for checks on the request path: one tight loop over the bytes,
 // no reflection, and no allocation per value. Values are skipped (and
