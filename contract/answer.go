@@ -254,6 +254,7 @@ func kindOf(first byte) string {
 func (c *checker) check() (Answer, error) {
 	j, s := c.job, &c.s
 	s.MaxDepth = jsonscan.EncodingJSONMaxDepth
+	c.aux.MaxDepth = jsonscan.EncodingJSONMaxDepth // it reads again values s took
 	s.Reset(c.answer)
 	c.rec.reset()
 	var ans Answer

@@ -160,6 +160,9 @@ func TestCheckAnswerDepthAsDecoder(t *testing.T) {
 			`{"x":` + nest(levels) + `,"data":{"strings":[]}}`,
 			`{"error":{"message":"m","x":` + nest(levels-1) + `}}`,
 			`{"data":{"strings":[` + nest(levels) + `]}}`,
+			`{"data":{"strings":[{"identifier":"a","hasPlurals":true,"text":{"one":` + nest(levels-2) + `}}]}}`,
+			`{"data":{"strings":[{"identifier":"a","hasPlurals":true,"text":{"one":"x"},"translations":{"uk":{"text":{"one":"y"},"status":{"one":` + nest(levels-4) + `}}}}]}}`,
+			`{"data":{"strings":[{"identifier":"a","text":"x","labels":["a",` + nest(levels-2) + `]}]}}`,
 		} {
 			sameVerdict(t, j, []byte(body))
 			_, err := j.CheckAnswerBytes([]byte(body))
