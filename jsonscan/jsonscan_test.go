@@ -265,7 +265,10 @@ func FuzzValid(f *testing.F) {
 
 // FuzzString checks decoded strings against encoding/json.
 func FuzzString(f *testing.F) {
-	for _, seed := range []string{`"a"`, `"\u00e9"`, `"\ud83d\ude00"`, `"\ud83d"`, "\"\xff\xc3\"", `"\ud83d\u0041"`} {
+	for _, seed := range []string{`"a"`, `"\u00e9"`, `"\ud83d\ude00"`, `"\ud83d"`, "\"\xff\xc3\"", `"\ud83d\u0041"`,
+		// longer than a word: String reads plain ASCII eight bytes at a time
+		`"YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo="`, `"YWJjZGVm\/2hpamts\/W5vcHFy"`, "\"abcdefgh\xc3\xa9ijklmnop\xffqrstuvwx\"",
+		"\"abcdefg\x1fhijklmn\"", `"abcdefghijklmno\"`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
