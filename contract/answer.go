@@ -155,10 +155,11 @@ type checker struct {
 	count  int
 	inline bool // a strings array was read
 
-	s    jsonscan.Scanner // walks the answer
-	aux  jsonscan.Scanner // reads again values already checked: plural objects, labels, customData
-	idA  jsonscan.Scanner // decodes identifiers and uniqIds…
-	idB  jsonscan.Scanner // …and those they are compared with
+	s    jsonscan.Scanner      // walks the answer
+	aux  jsonscan.Scanner      // reads again values already checked: plural objects, labels, customData
+	str  jsonscan.StringReader // decodes data.content and data.preview
+	idA  jsonscan.Scanner      // decodes identifiers and uniqIds…
+	idB  jsonscan.Scanner      // …and those they are compared with
 	seed maphash.Seed
 
 	// seen keeps the identifiers (parse-file) or uniqIds (pre-export)
@@ -416,12 +417,13 @@ func (c *checker) readData() (ok bool, err error) {
 		case string(key) == keyPreview && typ == ParseFile:
 			switch s.Peek() {
 			case '"':
-				p, err := s.String()
+				p, err := s.Value()
 				if err != nil {
 					return err
 				}
-				// read as a stream: the decoded page is never held whole
-				ids, err := previewElementIDs(p)
+				// decoded as it is read: the page is never held whole
+				c.str.Reset(p)
+				ids, err := previewElementIDs(&c.str)
 				if err != nil {
 					c.fail(0, -1, "data.preview is not base64")
 				}
@@ -446,14 +448,16 @@ func (c *checker) readData() (ok bool, err error) {
 		}
 		switch s.Peek() {
 		case '"':
-			v, err := s.String()
+			v, err := s.Value()
 			if err != nil {
 				return err
 			}
-			if len(v) > 0 {
+			if len(v) > len(`""`) { // decoded, not empty either
 				ok = true
 				if name == keyContent {
-					if _, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, bytes.NewReader(v))); err != nil {
+					// decoded as it is read: the file is never held whole
+					c.str.Reset(v)
+					if _, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, &c.str)); err != nil {
 						c.fail(0, -1, "data.content is not base64")
 					}
 				}
@@ -1124,9 +1128,9 @@ const previewMarker = "string_preview_id_"
 
 // previewElementIDs reads a base64 HTML preview as a stream and returns
 // the n of every string_preview_id_<n> in it.
-func previewElementIDs(preview []byte) (map[int64]struct{}, error) {
+func previewElementIDs(preview io.Reader) (map[int64]struct{}, error) {
 	ids := make(map[int64]struct{})
-	dec := base64.NewDecoder(base64.StdEncoding, bytes.NewReader(preview))
+	dec := base64.NewDecoder(base64.StdEncoding, preview)
 	const keep = len(previewMarker) + 20 // a marker and its number
 	buf := make([]byte, 0, 32<<10+keep)
 	for {

@@ -351,3 +351,28 @@ func BenchmarkCheckBuildFile5MB(b *testing.B) {
 		}
 	}
 }
+
+// TestCheckBuildFileEscapedContentNoCopy checks a 5 MB build-file answer
+// whose base64 content has its slashes escaped (\/), as some encoders
+// write them: the content is decoded as it is checked, never whole.
+func TestCheckBuildFileEscapedContentNoCopy(t *testing.T) {
+	j := diffJobs(t)[1]
+	file := bytes.Repeat([]byte{0xff, 0xfe, 0xfd}, (5<<20)*3/4/3) // "///+/f" in base64
+	content, _ := json.Marshal(file)
+	content = bytes.ReplaceAll(content, []byte("/"), []byte(`\/`))
+	body := append(append([]byte(`{"data":{"content":`), content...), "}}"...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := j.CheckAnswerBytes(body)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+		t.Errorf("checking a %d-byte answer allocated %d bytes", len(body), n)
+	}
+	broken := bytes.Replace(body, []byte(`\/`), []byte(`!`), 1)
+	if _, err := j.CheckAnswerBytes(broken); err == nil || !strings.Contains(err.Error(), "data.content is not base64") {
+		t.Errorf("content with a ! passed: %v", err)
+	}
+}

@@ -190,7 +190,7 @@ func (c *refChecker) readData(dec *json.Decoder) (ok bool, err error) {
 				c.fail(0, "", "data.preview is not a base64 HTML document")
 			} else if p != nil {
 				// read as a stream: the decoded page is never held whole
-				ids, err := previewElementIDs([]byte(*p))
+				ids, err := previewElementIDs(strings.NewReader(*p))
 				if err != nil {
 					c.fail(0, "", "data.preview is not base64")
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -286,7 +287,56 @@ func FuzzString(f *testing.F) {
 		if err == nil && string(got) != want {
 			t.Fatalf("String(%q) = %q, encoding/json %q", doc, got, want)
 		}
+		if err == nil {
+			checkStringReader(t, doc, want)
+		}
 	})
+}
+
+// checkStringReader reads the string doc with a StringReader, in reads of
+// several sizes, and checks it decodes to want.
+func checkStringReader(t *testing.T, doc []byte, want string) {
+	t.Helper()
+	var s Scanner
+	s.Reset(doc)
+	value, err := s.Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r StringReader
+	for _, size := range []int{1, 3, 4096, 1 << 16} {
+		r.Reset(value)
+		var got []byte
+		p := make([]byte, size)
+		for {
+			n, err := r.Read(p)
+			got = append(got, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil || n == 0 {
+				t.Fatalf("StringReader(%q).Read = %d, %v", doc, n, err)
+			}
+		}
+		if string(got) != want {
+			t.Fatalf("StringReader(%q) in reads of %d: %q, want %q", doc, size, got, want)
+		}
+	}
+}
+
+// TestStringReaderAcrossBuffers decodes strings longer than the reader's
+// buffer, with escapes and runes at every offset of its end.
+func TestStringReaderAcrossBuffers(t *testing.T) {
+	for _, piece := range []string{`\/`, `\u00e9`, `\ud83d\ude00`, "\xff", "é", "😀", `\n`} {
+		for pad := 4080; pad < 4100; pad++ {
+			doc := []byte(`"` + strings.Repeat("a", pad) + piece + strings.Repeat("b", 5000) + piece + `"`)
+			var want string
+			if err := json.Unmarshal(doc, &want); err != nil {
+				t.Fatal(err)
+			}
+			checkStringReader(t, doc, want)
+		}
+	}
 }
 
 func BenchmarkValid(b *testing.B) {
