@@ -87,8 +87,8 @@ type Answer struct {
 // bytes are read in place (see CheckAnswerBytes), an *os.File (an answer
 // kept on disk) is mapped into memory on Unix, and any other reader is
 // first copied in bounded chunks to an unnamed temporary file that is
-// mapped, so that no answer is held on the heap (a file's offset is left
-// where it was). An error that is not a *Breach means the answer could not
+// mapped, so that no answer is held on the heap (elsewhere than on Unix,
+// files and streams are read whole; a file's offset is left where it was). An error that is not a *Breach means the answer could not
 // be read.
 func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	answer, release, err := answerBytes(body)
@@ -102,8 +102,8 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 // CheckAnswerBytes checks answer, the whole answer held by the caller, as
 // CheckAnswer does. It keeps no reference to answer after it returns and
 // allocates nothing per value: what it keeps grows with the number of
-// strings (some 16 bytes for each identifier, and a previewId reference
-// for parse-file), never with their size.
+// strings (20 to 40 bytes for each identifier or uniqId, its hash and
+// offset, and 24 bytes for each previewId), never with their size.
 func (j *Job) CheckAnswerBytes(answer []byte) (Answer, error) {
 	c := checker{job: j, answer: answer}
 	return c.check()
