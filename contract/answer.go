@@ -3,12 +3,15 @@ package contract
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
+	"os"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/servicegate/servicegate/jsonscan"
 )
@@ -60,52 +63,6 @@ type Answer struct {
 	Strings int
 }
 
-// record is one string record as the contract reads it. It is reused from
-// record to record: its raw fields keep their memory.
-type record struct {
-	PreviewID    json.RawMessage        `json:"previewId"`
-	UniqID       string                 `json:"uniqId"`
-	Identifier   string                 `json:"identifier"`
-	CustomData   json.RawMessage        `json:"customData"`
-	Context      json.RawMessage        `json:"context"`
-	MaxLength    json.RawMessage        `json:"maxLength"`
-	IsHidden     json.RawMessage        `json:"isHidden"`
-	Labels       json.RawMessage        `json:"labels"`
-	HasPlurals   bool                   `json:"hasPlurals"`
-	Text         json.RawMessage        `json:"text"`
-	Translations map[string]translation `json:"translations"`
-}
-
-func (r *record) reset() {
-	r.PreviewID, r.Text, r.CustomData = r.PreviewID[:0], r.Text[:0], r.CustomData[:0]
-	r.Context, r.MaxLength, r.IsHidden, r.Labels = r.Context[:0], r.MaxLength[:0], r.IsHidden[:0], r.Labels[:0]
-	clear(r.Translations)
-	r.UniqID, r.Identifier, r.HasPlurals = "", "", false
-}
-
-type translation struct {
-	Text   json.RawMessage `json:"text"`
-	Status json.RawMessage `json:"status"`
-}
-
-// checker holds the state of one answer's check.
-type checker struct {
-	job        *Job
-	breach     *Breach
-	rec        record
-	seen       map[string]struct{} // identifiers (parse-file) or uniqIds (pre-export)
-	previewIDs []previewRef
-	previewSet map[int64]struct{} // the string_preview_id_<n> of data.preview
-	count      int
-	scan       jsonscan.Scanner // reads the raw values of a record
-}
-
-type previewRef struct {
-	id    int64
-	index int
-	ident string
-}
-
 // CheckAnswer reads an app's answer to j and checks it against the job:
 //
 //   - parse-file: data.strings (or data.stringsUrl) with a non-empty,
@@ -120,53 +77,228 @@ type previewRef struct {
 //     as were sent, each with a uniqId that was sent, once.
 //
 // The app's own {"error":{"message":…}} answer passes. A breach is a
-// *Breach naming the first broken string; the answer is read once, a
-// string record at a time. Strings given by URL are not fetched: only
-// their presence is checked.
+// *Breach naming the first broken string. Strings given by URL are not
+// fetched: only their presence is checked. The verdicts are those of
+// encoding/json reading the answer a string record at a time (field names
+// matched as it matches them, nesting refused past its 10000 levels per
+// record).
+//
+// The answer is checked where it lies, never copied: a *bytes.Reader's
+// bytes are read in place (see CheckAnswerBytes), an *os.File (an answer
+// kept on disk) is mapped into memory on Unix, and any other reader is
+// first copied in bounded chunks to an unnamed temporary file that is
+// mapped, so that no answer is held on the heap (elsewhere than on Unix,
+// files and streams are read whole; a file's offset is left where it was). An error that is not a *Breach means the answer could not
+// be read.
 func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
-	c := checker{job: j}
-	c.scan.MaxDepth = jsonscan.EncodingJSONMaxDepth
-	dec := json.NewDecoder(body)
+	answer, release, err := answerBytes(body)
+	if err != nil {
+		return Answer{}, fmt.Errorf("reading the answer to check it: %w", err)
+	}
+	defer release()
+	return j.CheckAnswerBytes(answer)
+}
+
+// CheckAnswerBytes checks answer, the whole answer held by the caller, as
+// CheckAnswer does. It keeps no reference to answer after it returns and
+// allocates nothing per value: what it keeps grows with the number of
+// strings (20 to 40 bytes for each identifier or uniqId, its hash and
+// offset, and 24 bytes for each previewId), never with their size.
+func (j *Job) CheckAnswerBytes(answer []byte) (Answer, error) {
+	c := checker{job: j, answer: answer}
+	return c.check()
+}
+
+// answerBytes returns the bytes of body and the function that releases
+// them.
+func answerBytes(body io.Reader) ([]byte, func(), error) {
+	switch r := body.(type) {
+	case *bytes.Reader:
+		// WriteTo hands the unread bytes over in one Write, from the
+		// reader's own memory; they are only read, while the caller holds
+		// the reader.
+		var c sliceCatcher
+		if _, err := r.WriteTo(&c); err != nil {
+			return nil, nil, err
+		}
+		return c.b, func() {}, nil
+	case *os.File:
+		if b, release, err := mapFile(r); err == nil {
+			return b, release, nil
+		}
+	}
+	return spool(body)
+}
+
+// sliceCatcher keeps what a *bytes.Reader's WriteTo writes: the reader's
+// unread bytes, as they are when written in one piece, else a copy.
+type sliceCatcher struct {
+	b      []byte
+	writes int
+}
+
+func (c *sliceCatcher) Write(p []byte) (int, error) {
+	if c.writes == 0 {
+		c.b = p
+	} else {
+		c.b = append(c.b[:len(c.b):len(c.b)], p...)
+	}
+	c.writes++
+	return len(p), nil
+}
+
+// checker holds the state of one answer's check.
+type checker struct {
+	job    *Job
+	answer []byte
+	breach *Breach
+	count  int
+	inline bool // a strings array was read
+
+	s    jsonscan.Scanner      // walks the answer
+	aux  jsonscan.Scanner      // reads again values already checked: plural objects, labels, customData
+	str  jsonscan.StringReader // decodes data.content and data.preview
+	idA  jsonscan.Scanner      // decodes identifiers and uniqIds…
+	idB  jsonscan.Scanner      // …and those they are compared with
+	seed maphash.Seed
+
+	// seen keeps the identifiers (parse-file) or uniqIds (pre-export)
+	// read so far, by their hash, at the offset of their string in the
+	// answer; collided the few whose hash was another's.
+	seen     []seenSlot
+	seenN    int
+	collided map[string]struct{}
+
+	previewIDs  []previewRef       // the strings with a previewId
+	noPreviewID previewRef         // the first string without one, index 0 when none
+	previewSet  map[int64]struct{} // the string_preview_id_<n> of data.preview
+
+	langs map[string]int // target language → its index in names and cats
+	names []string
+	cats  [][]string
+
+	rec record
+}
+
+type previewRef struct {
+	id    int64
+	index int
+	ident int // offset of the identifier's string in the answer
+}
+
+// record is one string record as the contract reads it: the text of its
+// values, slices of the answer. It is reused from record to record.
+type record struct {
+	ident, uniq int // offset of the string value in the answer, -1 when absent
+	previewID   []byte
+	customData  []byte
+	context     []byte
+	maxLength   []byte
+	isHidden    []byte
+	labels      []byte
+	text        []byte
+	hasPlurals  bool
+
+	// the first value of the wrong type, as encoding/json names it
+	typeField, typeValue string
+
+	trs         []trans // by target language index
+	order       []int   // the translations' languages in order; -1 for unknownLang
+	unknownLang string  // the first language that is not a target, if any
+	other       trans   // the translation into it
+}
+
+type trans struct {
+	set          bool
+	text, status []byte
+}
+
+func (r *record) reset() {
+	r.ident, r.uniq = -1, -1
+	r.previewID, r.customData, r.context, r.maxLength = nil, nil, nil, nil
+	r.isHidden, r.labels, r.text, r.hasPlurals = nil, nil, nil, false
+	r.typeField, r.typeValue = "", ""
+	r.clearTranslations()
+}
+
+func (r *record) clearTranslations() {
+	for _, i := range r.order {
+		if i >= 0 {
+			r.trs[i] = trans{}
+		}
+	}
+	r.order, r.unknownLang = r.order[:0], ""
+}
+
+func (r *record) typeError(field string, first byte) {
+	if r.typeField == "" {
+		r.typeField, r.typeValue = field, kindOf(first)
+	}
+}
+
+// kindOf names the kind of the value starting with first as encoding/json
+// names it in an UnmarshalTypeError.
+func kindOf(first byte) string {
+	switch first {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	}
+	return "number"
+}
+
+func (c *checker) check() (Answer, error) {
+	j, s := c.job, &c.s
+	s.MaxDepth = jsonscan.EncodingJSONMaxDepth
+	c.aux.MaxDepth = jsonscan.EncodingJSONMaxDepth // it reads again values s took
+	s.Reset(c.answer)
+	c.rec.reset()
 	var ans Answer
-	var hasData, dataOK bool
+	var hasData, dataOK, dataErr bool
 	bad := func(rule string) (Answer, error) { return ans, &Breach{Job: j.Type, Rule: rule} }
-	if err := openObject(dec); err != nil {
+	if s.Peek() != '{' {
 		return bad("it is not a JSON object")
 	}
-	var raw json.RawMessage
-	for dec.More() {
-		key, err := nextKey(dec)
-		if err != nil {
-			return bad(notJSON(err))
-		}
-		switch key {
+	last := s.Pos() // where the last member ended: its value read
+	err := s.Object(func(key []byte) error {
+		var err error
+		switch string(key) {
 		case "error":
-			var e struct {
-				Message *string `json:"message"`
-			}
-			if err := dec.Decode(&raw); err != nil {
-				return bad(notJSON(err))
-			}
-			if isObject(raw) && json.Unmarshal(raw, &e) == nil && e.Message != nil {
-				ans.AppError = true
-			}
+			var ok bool
+			ok, err = c.readError()
+			ans.AppError = ans.AppError || ok
 		case "data":
 			hasData = true
-			ok, err := c.readData(dec)
-			if err != nil && c.breach != nil {
-				return ans, c.breach
-			}
-			if err != nil {
-				return bad(notJSON(err))
+			var ok bool
+			if ok, err = c.readData(); err != nil {
+				dataErr = c.breach != nil
+				return err
 			}
 			dataOK = ok
 		default:
-			if err := dec.Decode(&raw); err != nil {
-				return bad(notJSON(err))
-			}
+			err = c.skipValue()
 		}
+		last = s.Pos()
+		return err
+	})
+	if err != nil && c.breach != nil && c.dataWithoutColon(last) {
+		// encoding/json's Decoder reads the colon with the value: data
+		// is broken, not the answer around it
+		dataErr = true
 	}
-	if err := closeObject(dec); err != nil {
+	if dataErr {
+		// a breach read before data turned out broken is the verdict
+		return ans, c.breach
+	}
+	if err == nil {
+		err = s.Finish()
+	}
+	if err != nil {
 		return bad(notJSON(err))
 	}
 	ans.Strings = c.count
@@ -182,7 +314,7 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	case !dataOK:
 		return bad("data has neither strings nor stringsUrl")
 	}
-	if j.Type == PreExport && j.stringsSent && c.sawInline() && c.count != j.count {
+	if j.Type == PreExport && j.stringsSent && c.inline && c.count != j.count {
 		return bad(fmt.Sprintf("it returns %d strings for the %d it was sent; a pre-export answer keeps every string", c.count, j.count))
 	}
 	if c.previewSet != nil {
@@ -193,205 +325,660 @@ func (j *Job) CheckAnswer(body io.Reader) (Answer, error) {
 	return ans, nil
 }
 
-// notJSON is the rule broken by an answer the decoder could not read:
-// too deeply nested when it gave up for depth, else not valid JSON.
+// dataWithoutColon tells whether the member that follows offset last of
+// the answer has the key data and no colon after it.
+func (c *checker) dataWithoutColon(last int) bool {
+	i := last
+	for i < len(c.answer) && (c.answer[i] == ' ' || c.answer[i] == '\t' || c.answer[i] == '\n' || c.answer[i] == '\r') {
+		i++
+	}
+	if i == len(c.answer) || (c.answer[i] != '{' && c.answer[i] != ',') {
+		return false
+	}
+	var t jsonscan.Scanner
+	t.Reset(c.answer[i+1:])
+	key, err := t.String()
+	return err == nil && string(key) == "data" && t.Peek() != ':'
+}
+
+// notJSON is the rule broken by an answer that could not be read: too
+// deeply nested when refused for depth, else not valid JSON.
 func notJSON(err error) string {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) && strings.Contains(syn.Error(), "exceeded max depth") {
+	if errors.Is(err, jsonscan.ErrTooDeep) {
 		return "it is too deeply nested (arrays and objects over " + strconv.Itoa(jsonscan.EncodingJSONMaxDepth) + " levels deep)"
 	}
 	return "it is not valid JSON"
 }
 
-// sawInline tells whether the answer carried its strings inline.
-func (c *checker) sawInline() bool { return c.seen != nil }
+// skipValue reads a value whose nesting counts from 0, as a value decoded
+// whole does.
+func (c *checker) skipValue() error {
+	d := c.s.Depth()
+	c.s.SetDepth(0)
+	err := c.s.Skip()
+	c.s.SetDepth(d)
+	return err
+}
+
+// readError reads the value of the answer's error and tells whether it is
+// an object with a message string, as encoding/json would decode it into a
+// struct with a *string message: the key matched without regard to case,
+// the last one counting, any of another type than string or null
+// failing it.
+func (c *checker) readError() (bool, error) {
+	s := &c.s
+	if s.Peek() != '{' {
+		return false, c.skipValue()
+	}
+	d := s.Depth()
+	s.SetDepth(0)
+	var msg, wrong bool
+	err := s.Object(func(key []byte) error {
+		if foldedIs(key, "message", "MESSAGE") {
+			switch s.Peek() {
+			case '"':
+				msg = true
+			case 'n':
+				msg = false
+			default:
+				wrong = true
+			}
+		}
+		return s.Skip()
+	})
+	s.SetDepth(d)
+	return err == nil && msg && !wrong, err
+}
+
+// The keys of data the contract reads.
+const (
+	keyStrings    = "strings"
+	keyStringsURL = "stringsUrl"
+	keyPreview    = "preview"
+	keyContent    = "content"
+	keyContentURL = "contentUrl"
+)
+
+var errStringsNotArray = errors.New("data.strings is not an array")
 
 // readData reads the data object; ok tells whether it carries what the job
 // type needs.
-func (c *checker) readData(dec *json.Decoder) (ok bool, err error) {
-	if err := openObject(dec); err != nil {
-		return false, err
-	}
-	var raw json.RawMessage
-	for dec.More() {
-		key, err := nextKey(dec)
-		if err != nil {
-			return false, err
-		}
+func (c *checker) readData() (ok bool, err error) {
+	s, typ := &c.s, c.job.Type
+	err = s.Object(func(key []byte) error {
+		var name string
 		switch {
-		case key == "strings" && c.job.Type != BuildFile:
-			if err := c.readStrings(dec); err != nil {
-				return false, err
+		case string(key) == keyStrings && typ != BuildFile:
+			if err := c.readStrings(); err != nil {
+				return err
 			}
 			ok = true
-		case key == "preview" && c.job.Type == ParseFile:
-			var p *string
-			if err := dec.Decode(&p); err != nil {
-				var typeErr *json.UnmarshalTypeError
-				if !errors.As(err, &typeErr) {
-					return false, err
-				}
-				c.fail(0, "", "data.preview is not a base64 HTML document")
-			} else if p != nil {
-				// read as a stream: the decoded page is never held whole
-				ids, err := previewElementIDs(*p)
+			return nil
+		case string(key) == keyPreview && typ == ParseFile:
+			switch s.Peek() {
+			case '"':
+				p, err := s.Value()
 				if err != nil {
-					c.fail(0, "", "data.preview is not base64")
+					return err
+				}
+				// decoded as it is read: the page is never held whole
+				c.str.Reset(p)
+				ids, err := previewElementIDs(&c.str)
+				if err != nil {
+					c.fail(0, -1, "data.preview is not base64")
 				}
 				c.previewSet = ids
+				return nil
+			case 'n':
+				return s.Skip()
 			}
-		case key == "content" && c.job.Type == BuildFile,
-			key == "contentUrl" && c.job.Type == BuildFile,
-			key == "stringsUrl" && c.job.Type != BuildFile:
-			var s *string
-			if err := dec.Decode(&s); err != nil {
-				var typeErr *json.UnmarshalTypeError
-				if !errors.As(err, &typeErr) {
-					return false, err
-				}
-				c.fail(0, "", "data."+key+" is not a string")
-			} else if s != nil && *s != "" {
+			if err := c.skipValue(); err != nil {
+				return err
+			}
+			c.fail(0, -1, "data.preview is not a base64 HTML document")
+			return nil
+		case string(key) == keyContent && typ == BuildFile:
+			name = keyContent
+		case string(key) == keyContentURL && typ == BuildFile:
+			name = keyContentURL
+		case string(key) == keyStringsURL && typ != BuildFile:
+			name = keyStringsURL
+		default:
+			return c.skipValue()
+		}
+		switch s.Peek() {
+		case '"':
+			v, err := s.Value()
+			if err != nil {
+				return err
+			}
+			if len(v) > len(`""`) { // decoded, not empty either
 				ok = true
-				if key == "content" {
-					if _, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(*s))); err != nil {
-						c.fail(0, "", "data.content is not base64")
+				if name == keyContent {
+					// decoded as it is read: the file is never held whole
+					c.str.Reset(v)
+					if _, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, &c.str)); err != nil {
+						c.fail(0, -1, "data.content is not base64")
 					}
 				}
 			}
-		default:
-			if err := dec.Decode(&raw); err != nil {
-				return false, err
-			}
+			return nil
+		case 'n':
+			return s.Skip()
 		}
-	}
-	_, err = dec.Token()
+		if err := c.skipValue(); err != nil {
+			return err
+		}
+		c.fail(0, -1, "data."+name+" is not a string")
+		return nil
+	})
 	return ok, err
 }
 
-// fail records the first breach.
-func (c *checker) fail(index int, ident, rule string) {
+// fail records the first breach; ident is the offset of the string's
+// identifier in the answer, -1 when it has none.
+func (c *checker) fail(index, ident int, rule string) {
 	if c.breach == nil {
-		c.breach = &Breach{Job: c.job.Type, Index: index, Identifier: ident, Rule: rule}
+		c.breach = &Breach{Job: c.job.Type, Index: index, Identifier: c.identifier(ident), Rule: rule}
 	}
 }
 
+// identifier decodes the string at offset pos of the answer, "" when pos
+// is -1.
+func (c *checker) identifier(pos int) string {
+	if pos < 0 {
+		return ""
+	}
+	return string(stringAt(&c.idB, c.answer, pos))
+}
+
+// stringAt decodes the string at offset pos of answer, one that was read.
+func stringAt(s *jsonscan.Scanner, answer []byte, pos int) []byte {
+	s.Reset(answer[pos:])
+	v, _ := s.String()
+	return v
+}
+
 // readStrings reads the strings array a record at a time.
-func (c *checker) readStrings(dec *json.Decoder) error {
-	tok, err := dec.Token()
+func (c *checker) readStrings() error {
+	s := &c.s
+	switch s.Peek() {
+	case '[':
+	case '{':
+		c.fail(0, -1, "data.strings is not an array")
+		return errStringsNotArray
+	default:
+		if err := s.Skip(); err != nil {
+			return err
+		}
+		c.fail(0, -1, "data.strings is not an array")
+		return nil
+	}
+	if !c.inline {
+		c.inline = true
+		c.seed = maphash.MakeSeed()
+		c.langs = make(map[string]int, len(c.job.targets))
+		for name, cats := range c.job.targets {
+			c.langs[name] = len(c.names)
+			c.names, c.cats = append(c.names, name), append(c.cats, cats)
+		}
+		c.rec.trs = make([]trans, len(c.names))
+	}
+	return s.Array(func() error {
+		c.count++
+		if c.breach != nil {
+			return c.skipValue()
+		}
+		return c.readRecord(c.count)
+	})
+}
+
+// readRecord reads the string record number n, as encoding/json decodes a
+// value into a struct: its nesting counted from 0, fields matched without
+// regard to case, the last of a field counting, and the first value of the
+// wrong type a breach once the record is read.
+func (c *checker) readRecord(n int) error {
+	s, r := &c.s, &c.rec
+	r.reset()
+	d := s.Depth()
+	s.SetDepth(0)
+	var err error
+	switch first := s.Peek(); first {
+	case '{':
+		err = s.Object(c.recordMember)
+	case 'n':
+		err = s.Skip()
+	default:
+		if err = s.Skip(); err == nil {
+			r.typeError("", first)
+		}
+	}
+	s.SetDepth(d)
 	if err != nil {
 		return err
 	}
-	if tok != json.Delim('[') {
-		c.fail(0, "", "data.strings is not an array")
-		if _, ok := tok.(json.Delim); ok {
-			return errors.New("data.strings is not an array")
-		}
+	if r.typeValue != "" {
+		c.fail(n, r.ident, "has a "+r.typeField+" of the wrong type ("+r.typeValue+")")
 		return nil
 	}
-	if c.seen == nil {
-		c.seen = make(map[string]struct{})
+	c.checkRecord(n)
+	return nil
+}
+
+// The fields of a string record.
+const (
+	fieldNone = iota
+	fieldPreviewID
+	fieldUniqID
+	fieldIdentifier
+	fieldCustomData
+	fieldContext
+	fieldMaxLength
+	fieldIsHidden
+	fieldLabels
+	fieldHasPlurals
+	fieldText
+	fieldTranslations
+)
+
+// fieldOf returns the field key names, matched as encoding/json matches
+// it: exactly, else after folding case.
+func fieldOf(key []byte) int {
+	switch string(key) {
+	case "identifier":
+		return fieldIdentifier
+	case "text":
+		return fieldText
+	case "translations":
+		return fieldTranslations
+	case "context":
+		return fieldContext
+	case "customData":
+		return fieldCustomData
+	case "labels":
+		return fieldLabels
+	case "hasPlurals":
+		return fieldHasPlurals
+	case "previewId":
+		return fieldPreviewID
+	case "uniqId":
+		return fieldUniqID
+	case "maxLength":
+		return fieldMaxLength
+	case "isHidden":
+		return fieldIsHidden
 	}
-	for dec.More() {
-		c.count++
-		c.rec.reset()
-		if err := dec.Decode(&c.rec); err != nil {
-			var typeErr *json.UnmarshalTypeError
-			if !errors.As(err, &typeErr) {
-				return err
+	var buf [foldMax]byte
+	folded, ok := foldASCII(&buf, key)
+	if !ok {
+		return fieldNone
+	}
+	switch string(folded) {
+	case "IDENTIFIER":
+		return fieldIdentifier
+	case "TEXT":
+		return fieldText
+	case "TRANSLATIONS":
+		return fieldTranslations
+	case "CONTEXT":
+		return fieldContext
+	case "CUSTOMDATA":
+		return fieldCustomData
+	case "LABELS":
+		return fieldLabels
+	case "HASPLURALS":
+		return fieldHasPlurals
+	case "PREVIEWID":
+		return fieldPreviewID
+	case "UNIQID":
+		return fieldUniqID
+	case "MAXLENGTH":
+		return fieldMaxLength
+	case "ISHIDDEN":
+		return fieldIsHidden
+	}
+	return fieldNone
+}
+
+// foldMax is the length of the longest field name.
+const foldMax = len("translations")
+
+// foldASCII folds key as encoding/json folds names (ASCII letters to upper
+// case, other runes to the least rune of their case folding orbit) into buf; ok is false when the result is longer
+// than buf or not ASCII, so that it names no field.
+func foldASCII(buf *[foldMax]byte, key []byte) (folded []byte, ok bool) {
+	n := 0
+	for i := 0; i < len(key); {
+		c := key[i]
+		if c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
 			}
-			c.fail(c.count, c.rec.Identifier, "has a "+typeErr.Field+" of the wrong type ("+typeErr.Value+")")
+			i++
+		} else {
+			r, size := utf8.DecodeRune(key[i:])
+			i += size
+			r = foldRune(r)
+			if r >= utf8.RuneSelf {
+				return nil, false
+			}
+			c = byte(r)
+		}
+		if n == len(buf) {
+			return nil, false
+		}
+		buf[n] = c
+		n++
+	}
+	return buf[:n], true
+}
+
+// foldRune returns the least rune of r's case folding orbit: K for the
+// Kelvin sign, S for ſ.
+func foldRune(r rune) rune {
+	for {
+		next := unicode.SimpleFold(r)
+		if next <= r {
+			return next
+		}
+		r = next
+	}
+}
+
+// foldedIs tells whether key names the field name (upper: its folded form)
+// as encoding/json matches names.
+func foldedIs(key []byte, name, upper string) bool {
+	if string(key) == name {
+		return true
+	}
+	var buf [foldMax]byte
+	folded, ok := foldASCII(&buf, key)
+	return ok && string(folded) == upper
+}
+
+// recordMember reads the value of one member of a record.
+func (c *checker) recordMember(key []byte) error {
+	s, r := &c.s, &c.rec
+	var raw *[]byte
+	switch fieldOf(key) {
+	case fieldIdentifier:
+		return c.stringField(&r.ident, "identifier")
+	case fieldUniqID:
+		return c.stringField(&r.uniq, "uniqId")
+	case fieldText:
+		raw = &r.text
+	case fieldTranslations:
+		return c.readTranslations()
+	case fieldContext:
+		raw = &r.context
+	case fieldCustomData:
+		raw = &r.customData
+	case fieldLabels:
+		raw = &r.labels
+	case fieldPreviewID:
+		raw = &r.previewID
+	case fieldMaxLength:
+		raw = &r.maxLength
+	case fieldIsHidden:
+		raw = &r.isHidden
+	case fieldHasPlurals:
+		switch first := s.Peek(); first {
+		case 't', 'f':
+			r.hasPlurals = first == 't'
+		case 'n':
+		default:
+			r.typeError("hasPlurals", first)
+		}
+		return s.Skip()
+	default:
+		return s.Skip()
+	}
+	v, err := s.Value()
+	*raw = v
+	return err
+}
+
+// stringField reads a string field, keeping the offset of its value.
+func (c *checker) stringField(pos *int, name string) error {
+	s := &c.s
+	switch first := s.Peek(); first {
+	case '"':
+		*pos = s.Pos()
+	case 'n':
+	default:
+		c.rec.typeError(name, first)
+	}
+	return s.Skip()
+}
+
+// readTranslations reads a record's translations, keyed by language, as
+// encoding/json decodes them into a map: null empties it, a language given
+// twice keeps its last translation.
+func (c *checker) readTranslations() error {
+	s, r := &c.s, &c.rec
+	switch first := s.Peek(); first {
+	case '{':
+		return s.Object(c.translation)
+	case 'n':
+		r.clearTranslations()
+	default:
+		r.typeError("translations", first)
+	}
+	return s.Skip()
+}
+
+// translation reads the translation into language lang.
+func (c *checker) translation(lang []byte) error {
+	s, r := &c.s, &c.rec
+	var t *trans
+	if i, known := c.langs[string(lang)]; known {
+		if !r.trs[i].set {
+			r.order = append(r.order, i)
+		}
+		t = &r.trs[i]
+	} else {
+		if r.unknownLang == "" && !containsIndex(r.order, -1) {
+			r.unknownLang = string(lang)
+			r.order = append(r.order, -1)
+		}
+		t = &r.other
+	}
+	*t = trans{set: true}
+	switch first := s.Peek(); first {
+	case '{':
+		return s.Object(func(key []byte) error {
+			var err error
+			switch {
+			case foldedIs(key, "text", "TEXT"):
+				t.text, err = s.Value()
+			case foldedIs(key, "status", "STATUS"):
+				t.status, err = s.Value()
+			default:
+				err = s.Skip()
+			}
+			return err
+		})
+	case 'n':
+	default:
+		r.typeError("translations", first)
+	}
+	return s.Skip()
+}
+
+func containsIndex(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// seenBefore tells whether v, the string at offset pos of the answer, was
+// seen before, and keeps it. Strings are kept by hash, at their offset; a
+// hash found again is confirmed on the strings themselves, so that only an
+// equal string is a duplicate.
+func (c *checker) seenBefore(v []byte, pos int) bool {
+	return c.seenHash(maphash.Bytes(c.seed, v), v, pos)
+}
+
+// seenHash is seenBefore for v of hash h. The table is open addressing
+// with linear probing, at most three quarters full; 0 marks a free slot.
+func (c *checker) seenHash(h uint64, v []byte, pos int) bool {
+	h |= 1
+	if (c.seenN+1)*4 > len(c.seen)*3 {
+		c.growSeen()
+	}
+	mask := uint64(len(c.seen) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		slot := &c.seen[i]
+		if slot.hash == 0 {
+			slot.hash, slot.pos = h, pos
+			c.seenN++
+			return false
+		}
+		if slot.hash != h {
 			continue
 		}
-		if c.breach == nil {
-			c.checkRecord(c.count, &c.rec)
+		if bytes.Equal(stringAt(&c.idB, c.answer, slot.pos), v) {
+			return true
+		}
+		// another string of the same hash: kept whole
+		if _, dup := c.collided[string(v)]; dup {
+			return true
+		}
+		if c.collided == nil {
+			c.collided = make(map[string]struct{})
+		}
+		c.collided[string(v)] = struct{}{}
+		return false
+	}
+}
+
+// growSeen grows the table of seenHash: to twice its size, or to the size
+// the strings read so far predict for the whole answer, when larger, so
+// that it is rarely grown more than twice.
+func (c *checker) growSeen() {
+	old := c.seen
+	size := max(2*len(old), 1024)
+	if read := c.s.Pos(); read > 0 && c.seenN > 0 {
+		predicted := c.seenN * (len(c.answer)/read + 1) * 5 / 4 // slots at four fifths full
+		for size < predicted {
+			size *= 2
 		}
 	}
-	_, err = dec.Token()
-	return err
+	c.seen = make([]seenSlot, size)
+	mask := uint64(len(c.seen) - 1)
+	for _, slot := range old {
+		if slot.hash == 0 {
+			continue
+		}
+		i := slot.hash & mask
+		for c.seen[i].hash != 0 {
+			i = (i + 1) & mask
+		}
+		c.seen[i] = slot
+	}
+}
+
+// seenSlot is a slot of the table of seenHash.
+type seenSlot struct {
+	hash uint64 // 0 when free
+	pos  int
 }
 
 var statusValues = [][]byte{[]byte(`"untranslated"`), []byte(`"translated"`), []byte(`"approved"`)}
 
-// checkRecord checks one string record of the answer.
-func (c *checker) checkRecord(n int, r *record) {
-	id := r.Identifier
-	if id == "" {
-		c.fail(n, "", "has no identifier")
+// checkRecord checks the string record number n, read into c.rec.
+func (c *checker) checkRecord(n int) {
+	r := &c.rec
+	var id []byte
+	if r.ident >= 0 {
+		id = stringAt(&c.idA, c.answer, r.ident)
+	}
+	if len(id) == 0 {
+		c.fail(n, -1, "has no identifier")
 		return
 	}
 	switch c.job.Type {
 	case ParseFile:
-		if _, dup := c.seen[id]; dup {
-			c.fail(n, id, "has the identifier of an earlier string; identifiers are unique within a file")
+		if c.seenBefore(id, r.ident) {
+			c.fail(n, r.ident, "has the identifier of an earlier string; identifiers are unique within a file")
 			return
 		}
-		c.seen[id] = struct{}{}
-		if present(r.CustomData) {
-			if r.CustomData[0] != '"' {
-				c.fail(n, id, "has a customData that is not a string")
+		if present(r.customData) {
+			if r.customData[0] != '"' {
+				c.fail(n, r.ident, "has a customData that is not a string")
 				return
 			}
-			c.scan.Reset(r.CustomData)
-			if data, err := c.scan.String(); err == nil && len(data) > MaxCustomData {
-				c.fail(n, id, fmt.Sprintf("has customData of %d bytes, over the 4 KB the service keeps", len(data)))
-				return
+			// decoded, a string holds at most 3 bytes for each of its
+			// own (U+FFFD for an invalid one): short ones need no decoding
+			if len(r.customData)-2 > MaxCustomData/3 {
+				c.aux.Reset(r.customData)
+				if data, err := c.aux.String(); err == nil && len(data) > MaxCustomData {
+					c.fail(n, r.ident, fmt.Sprintf("has customData of %d bytes, over the 4 KB the service keeps", len(data)))
+					return
+				}
 			}
 		}
-		if len(r.PreviewID) > 0 && !bytes.Equal(r.PreviewID, []byte("null")) {
-			pid, err := strconv.ParseInt(string(r.PreviewID), 10, 64)
+		if present(r.previewID) {
+			pid, err := strconv.ParseInt(string(r.previewID), 10, 64)
 			if err != nil {
-				c.fail(n, id, "has a previewId that is not an integer")
+				c.fail(n, r.ident, "has a previewId that is not an integer")
 				return
 			}
-			c.previewIDs = append(c.previewIDs, previewRef{id: pid, index: n, ident: id})
-		} else {
-			c.previewIDs = append(c.previewIDs, previewRef{id: -1, index: n, ident: id})
+			c.previewIDs = append(c.previewIDs, previewRef{id: pid, index: n, ident: r.ident})
+		} else if c.noPreviewID.index == 0 {
+			c.noPreviewID = previewRef{id: -1, index: n, ident: r.ident}
 		}
 	case PreExport:
-		if r.UniqID == "" {
-			c.fail(n, id, "has no uniqId")
+		var uniq []byte
+		if r.uniq >= 0 {
+			uniq = stringAt(&c.idA, c.answer, r.uniq)
+		}
+		if len(uniq) == 0 {
+			c.fail(n, r.ident, "has no uniqId")
 			return
 		}
-		if _, dup := c.seen[r.UniqID]; dup {
-			c.fail(n, id, "has the uniqId of an earlier string; a pre-export answer keeps each string once")
+		if c.seenBefore(uniq, r.uniq) {
+			c.fail(n, r.ident, "has the uniqId of an earlier string; a pre-export answer keeps each string once")
 			return
 		}
-		c.seen[r.UniqID] = struct{}{}
 		if c.job.stringsSent {
-			if _, sent := c.job.uniqIDs[r.UniqID]; !sent {
-				c.fail(n, id, "has a uniqId that was not sent; a pre-export answer keeps the uniqId of each string")
+			if _, sent := c.job.uniqIDs[string(uniq)]; !sent {
+				c.fail(n, r.ident, "has a uniqId that was not sent; a pre-export answer keeps the uniqId of each string")
 				return
 			}
 		}
 	}
 	if rule := c.checkOptional(r); rule != "" {
-		c.fail(n, id, rule)
+		c.fail(n, r.ident, rule)
 		return
 	}
-	if len(r.Text) == 0 || bytes.Equal(r.Text, []byte("null")) {
-		c.fail(n, id, "has no text")
+	if !present(r.text) {
+		c.fail(n, r.ident, "has no text")
 		return
 	}
-	if rule := c.checkText(r.Text, r.HasPlurals, c.job.source, ""); rule != "" {
-		c.fail(n, id, rule)
+	if rule := c.checkText(r.text, r.hasPlurals, c.job.source, ""); rule != "" {
+		c.fail(n, r.ident, rule)
 		return
 	}
-	for lang, t := range r.Translations {
-		cats, known := c.job.targets[lang]
-		if !known {
-			c.fail(n, id, "has a translation into "+shortQuote(lang)+", which is not a target language of the job")
+	for _, i := range r.order {
+		if i < 0 {
+			c.fail(n, r.ident, "has a translation into "+shortQuote(r.unknownLang)+", which is not a target language of the job")
 			return
 		}
-		if len(t.Text) == 0 || bytes.Equal(t.Text, []byte("null")) {
-			c.fail(n, id, "has a translation into "+shortQuote(lang)+" without text")
+		lang, cats, t := c.names[i], c.cats[i], &r.trs[i]
+		if !present(t.text) {
+			c.fail(n, r.ident, "has a translation into "+shortQuote(lang)+" without text")
 			return
 		}
-		if rule := c.checkText(t.Text, r.HasPlurals, cats, lang); rule != "" {
-			c.fail(n, id, rule)
+		if rule := c.checkText(t.text, r.hasPlurals, cats, lang); rule != "" {
+			c.fail(n, r.ident, rule)
 			return
 		}
-		if rule := c.checkStatus(t.Status, r.HasPlurals, cats); rule != "" {
-			c.fail(n, id, "has a translation into "+shortQuote(lang)+" with "+rule)
+		if rule := c.checkStatus(t.status, r.hasPlurals, cats); rule != "" {
+			c.fail(n, r.ident, "has a translation into "+shortQuote(lang)+" with "+rule)
 			return
 		}
 	}
@@ -400,7 +987,7 @@ func (c *checker) checkRecord(n int, r *record) {
 // checkText checks a text against hasPlurals and the language's plural
 // categories, and returns the broken rule or "". lang is the target
 // language of a translation, "" for the source text.
-func (c *checker) checkText(text json.RawMessage, plural bool, cats []string, lang string) string {
+func (c *checker) checkText(text []byte, plural bool, cats []string, lang string) string {
 	what := func() string {
 		if lang == "" {
 			return "text"
@@ -434,8 +1021,8 @@ func (c *checker) checkText(text json.RawMessage, plural bool, cats []string, la
 }
 
 // checkStatus checks a translation status; absent means translated.
-func (c *checker) checkStatus(status json.RawMessage, plural bool, cats []string) string {
-	if len(status) == 0 || bytes.Equal(status, []byte("null")) {
+func (c *checker) checkStatus(status []byte, plural bool, cats []string) string {
+	if !present(status) {
 		return ""
 	}
 	if status[0] == '"' {
@@ -462,13 +1049,13 @@ func (c *checker) checkStatus(status json.RawMessage, plural bool, cats []string
 var errRule = errors.New("rule broken")
 
 // members calls fn with the key (decoded) and the value of each member of
-// obj, an object the decoder has read, until fn returns a rule, which
-// members returns. It allocates nothing for keys without escapes.
+// obj, an object read already, until fn returns a rule, which members
+// returns. It allocates nothing for keys without escapes.
 func (c *checker) members(obj []byte, fn func(key, value []byte) string) string {
 	rule := ""
-	c.scan.Reset(obj)
-	err := c.scan.Object(func(key []byte) error {
-		value, err := c.scan.Value()
+	c.aux.Reset(obj)
+	err := c.aux.Object(func(key []byte) error {
+		value, err := c.aux.Value()
 		if err != nil {
 			return err
 		}
@@ -478,7 +1065,7 @@ func (c *checker) members(obj []byte, fn func(key, value []byte) string) string 
 		return nil
 	})
 	if err != nil && err != errRule {
-		// The decoder read obj already: only depth can stop the scanner.
+		// obj was read already: only depth can stop the scanner.
 		return "is too deeply nested"
 	}
 	return rule
@@ -488,22 +1075,22 @@ func (c *checker) members(obj []byte, fn func(key, value []byte) string) string 
 // record, which the service refuses when they are of another type, and
 // returns the broken rule or "".
 func (c *checker) checkOptional(r *record) string {
-	if present(r.Context) && r.Context[0] != '"' {
+	if present(r.context) && r.context[0] != '"' {
 		return "has a context that is not a string"
 	}
-	if present(r.MaxLength) && !jsonscan.IsInteger(r.MaxLength) {
+	if present(r.maxLength) && !jsonscan.IsInteger(r.maxLength) {
 		return "has a maxLength that is not an integer or null"
 	}
-	if present(r.IsHidden) && r.IsHidden[0] != 't' && r.IsHidden[0] != 'f' {
+	if present(r.isHidden) && r.isHidden[0] != 't' && r.isHidden[0] != 'f' {
 		return "has an isHidden that is not a boolean or null"
 	}
-	if present(r.Labels) {
-		c.scan.Reset(r.Labels)
-		err := c.scan.Array(func() error {
-			if c.scan.Peek() != '"' {
+	if present(r.labels) {
+		c.aux.Reset(r.labels)
+		err := c.aux.Array(func() error {
+			if c.aux.Peek() != '"' {
 				return errRule
 			}
-			return c.scan.Skip()
+			return c.aux.Skip()
 		})
 		if err != nil {
 			return "has labels that are not an array of strings"
@@ -512,9 +1099,9 @@ func (c *checker) checkOptional(r *record) string {
 	return ""
 }
 
-// present tells whether a raw field was given a value other than null.
-func present(v json.RawMessage) bool {
-	return len(v) > 0 && !bytes.Equal(v, []byte("null"))
+// present tells whether a field was given a value other than null.
+func present(v []byte) bool {
+	return len(v) > 0 && string(v) != "null"
 }
 
 // containsKey reports whether key is in list.
@@ -527,7 +1114,7 @@ func containsKey(list []string, key []byte) bool {
 	return false
 }
 
-func validStatus(v json.RawMessage) bool {
+func validStatus(v []byte) bool {
 	for _, s := range statusValues {
 		if bytes.Equal(v, s) {
 			return true
@@ -541,9 +1128,9 @@ const previewMarker = "string_preview_id_"
 
 // previewElementIDs reads a base64 HTML preview as a stream and returns
 // the n of every string_preview_id_<n> in it.
-func previewElementIDs(preview string) (map[int64]struct{}, error) {
+func previewElementIDs(preview io.Reader) (map[int64]struct{}, error) {
 	ids := make(map[int64]struct{})
-	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(preview))
+	dec := base64.NewDecoder(base64.StdEncoding, preview)
 	const keep = len(previewMarker) + 20 // a marker and its number
 	buf := make([]byte, 0, 32<<10+keep)
 	for {
@@ -585,17 +1172,20 @@ func previewElementIDs(preview string) (map[int64]struct{}, error) {
 }
 
 // checkPreview checks that every string has a previewId naming an element
-// of the preview.
+// of the preview, and names the first that does not.
 func (c *checker) checkPreview() *Breach {
-	ids := c.previewSet
+	missing := c.noPreviewID
 	for _, p := range c.previewIDs {
-		if p.id < 0 {
-			return &Breach{Job: c.job.Type, Index: p.index, Identifier: p.ident, Rule: "has no previewId, and the answer sends a preview"}
+		if missing.index > 0 && missing.index < p.index {
+			break
 		}
-		if _, ok := ids[p.id]; !ok {
-			return &Breach{Job: c.job.Type, Index: p.index, Identifier: p.ident,
+		if _, ok := c.previewSet[p.id]; !ok {
+			return &Breach{Job: c.job.Type, Index: p.index, Identifier: c.identifier(p.ident),
 				Rule: "has previewId " + strconv.FormatInt(p.id, 10) + ", and the preview has no element string_preview_id_" + strconv.FormatInt(p.id, 10)}
 		}
+	}
+	if missing.index > 0 {
+		return &Breach{Job: c.job.Type, Index: missing.index, Identifier: c.identifier(missing.ident), Rule: "has no previewId, and the answer sends a preview"}
 	}
 	return nil
 }

@@ -360,7 +360,7 @@ func TestPreviewElementIDsAcrossChunks(t *testing.T) {
 	for i := range ids {
 		ids[i] = strconv.Itoa(i + 1)
 	}
-	got, err := previewElementIDs(preview(ids...))
+	got, err := previewElementIDs(strings.NewReader(preview(ids...)))
 	if err != nil || len(got) != len(ids) {
 		t.Fatalf("%d ids, %v; want %d", len(got), err, len(ids))
 	}
@@ -369,7 +369,7 @@ func TestPreviewElementIDsAcrossChunks(t *testing.T) {
 			t.Fatalf("id %d missing", i)
 		}
 	}
-	if _, err := previewElementIDs("not base64!"); err == nil {
+	if _, err := previewElementIDs(strings.NewReader("not base64!")); err == nil {
 		t.Errorf("no error for a preview that is not base64")
 	}
 }
@@ -404,7 +404,7 @@ func FuzzMembers(f *testing.F) {
 			return
 		}
 		got := map[string]bool{}
-		c := checker{scan: jsonscan.Scanner{MaxDepth: jsonscan.EncodingJSONMaxDepth}}
+		c := checker{aux: jsonscan.Scanner{MaxDepth: jsonscan.EncodingJSONMaxDepth}}
 		c.members(obj, func(key, value []byte) string {
 			if !json.Valid(value) {
 				t.Fatalf("value %q of %q is not JSON", value, obj)

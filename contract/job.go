@@ -4,9 +4,10 @@
 // the answer the app gives to that job. It also reads and writes strings in
 // new-line delimited JSON, and signs the URLs of payloads handed over by URL.
 //
-// Bodies are read as streams: a string record at a time, so checking a
-// 5 MB answer holds no second copy of it. The package depends on nothing
-// but the standard library.
+// Requests are read as streams, a string record at a time; answers are
+// checked where they lie, with the project's byte-slice JSON scanner (see
+// CheckAnswer), so checking a 5 MB answer holds no second copy of it. The
+// package depends on nothing but the standard library and jsonscan.
 package contract
 
 import (

@@ -1,6 +1,6 @@
 // Package jsonscan reads JSON text (RFC 8259) held in a byte slice, checking
 // it as it goes. It is the one JSON scanner of servicegate: the webhook's
-// events check and the contract's checks of string records use it.
+// events check and the contract's check of module answers use it.
 //
 // It is made for checks on the request path: one tight loop over the bytes,
 // no reflection, and no allocation per value. Values are skipped (and
@@ -31,6 +31,7 @@ package jsonscan
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -75,6 +76,17 @@ func (s *Scanner) Reset(data []byte) {
 // Pos is the offset of the next byte to read.
 func (s *Scanner) Pos() int { return s.pos }
 
+// Depth is the number of arrays and objects open around the next byte to
+// read, which MaxDepth bounds.
+func (s *Scanner) Depth() int { return s.depth }
+
+// SetDepth sets that number. A caller that reads a document a value at a
+// time as encoding/json's Decoder does (Token for the outer arrays and
+// objects, Decode for each value), and refuses for depth what the Decoder
+// refuses, counts each such value's nesting from 0: it calls SetDepth(0)
+// before reading the value and SetDepth with the former Depth after.
+func (s *Scanner) SetDepth(depth int) { s.depth = depth }
+
 func (s *Scanner) maxDepth() int {
 	if s.MaxDepth > 0 {
 		return s.MaxDepth
@@ -83,6 +95,10 @@ func (s *Scanner) maxDepth() int {
 }
 
 func (s *Scanner) skipSpace() {
+	// most documents between values have no space at all
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return
+	}
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -308,6 +324,21 @@ func plainRun(d []byte, i int) int {
 	return i
 }
 
+// asciiRun is plainRun that stops also at a word holding a byte from 0x80
+// on, where String checks UTF-8: long strings of ASCII (base64 contents,
+// previews) are decoded a word at a time.
+func asciiRun(d []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(d); i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		q, b := x^(ones*'"'), x^(ones*'\\')
+		if (x|(x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
+			return i
+		}
+	}
+	return i
+}
+
 // escapeLen returns the length of the escape sequence at d[i] (a
 // backslash), 0 when it is not a valid one.
 func escapeLen(d []byte, i int) int {
@@ -389,6 +420,7 @@ func (s *Scanner) readString() ([]byte, error) {
 	i := start
 	plain := true
 	for {
+		i = asciiRun(d, i)
 		for i < len(d) && !stopHigh[d[i]] {
 			i++
 		}
@@ -426,53 +458,104 @@ func (s *Scanner) readString() ([]byte, error) {
 // escapes known to be valid) to dst, as encoding/json decodes them.
 func unquote(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
-		c := raw[i]
-		switch {
-		case c == '\\':
-			switch raw[i+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := u4(raw[i+2:])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-						if dec := utf16.DecodeRune(r, u4(raw[i+2:])); dec != unicode.ReplacementChar {
-							i += 6
-							dst = utf8.AppendRune(dst, dec)
-							continue
-						}
-					}
-					r = unicode.ReplacementChar
-				}
-				dst = utf8.AppendRune(dst, r)
-				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, raw[i+1])
-			}
-			i += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(raw[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, raw[i:i+size]...)
-			}
-			i += size
-		}
+		dst, i = unquoteNext(dst, raw, i, len(raw))
 	}
 	return dst
+}
+
+// unquoteNext appends to dst the decoded form of what starts at raw[i], a
+// string's contents whose escapes are known to be valid: a run of plain
+// ASCII of at most room bytes, one escape (a surrogate pair whole) or one
+// rune (U+FFFD for an invalid byte), at most 4 bytes but for the run. It
+// returns dst and the index after what it decoded.
+func unquoteNext(dst, raw []byte, i, room int) ([]byte, int) {
+	switch c := raw[i]; {
+	case c == '\\':
+		switch raw[i+1] {
+		case 'b':
+			return append(dst, '\b'), i + 2
+		case 'f':
+			return append(dst, '\f'), i + 2
+		case 'n':
+			return append(dst, '\n'), i + 2
+		case 'r':
+			return append(dst, '\r'), i + 2
+		case 't':
+			return append(dst, '\t'), i + 2
+		case 'u':
+			r := u4(raw[i+2:])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					if dec := utf16.DecodeRune(r, u4(raw[i+2:])); dec != unicode.ReplacementChar {
+						return utf8.AppendRune(dst, dec), i + 6
+					}
+				}
+				r = unicode.ReplacementChar
+			}
+			return utf8.AppendRune(dst, r), i
+		default: // '"', '\\', '/'
+			return append(dst, raw[i+1]), i + 2
+		}
+	case c < utf8.RuneSelf:
+		end := min(len(raw), i+max(room, 1))
+		j := asciiRun(raw[:end], i+1) // no quote or control character is left in raw
+		for j < end && raw[j] != '\\' && raw[j] < utf8.RuneSelf {
+			j++
+		}
+		return append(dst, raw[i:j]...), j
+	default:
+		r, size := utf8.DecodeRune(raw[i:])
+		if r == utf8.RuneError && size == 1 {
+			return utf8.AppendRune(dst, utf8.RuneError), i + 1
+		}
+		return append(dst, raw[i:i+size]...), i + size
+	}
+}
+
+// StringReader reads the decoded contents of a string a piece at a time,
+// as String decodes them: a string too large to be decoded whole (a file
+// in base64, say) is decoded as it is read, into a buffer of 4 KB.
+type StringReader struct {
+	raw []byte // the contents, between the quotes
+	i   int    // next byte of raw to decode
+	buf []byte // decoded, not yet read from off
+	off int
+}
+
+// Reset makes r read value, the text of a string as Value returns it
+// (read and checked by a Scanner), from its start.
+func (r *StringReader) Reset(value []byte) {
+	r.raw, r.i, r.buf, r.off = nil, 0, r.buf[:0], 0
+	if len(value) >= 2 {
+		r.raw = value[1 : len(value)-1]
+	}
+}
+
+// Read decodes into p.
+func (r *StringReader) Read(p []byte) (int, error) {
+	if r.off == len(r.buf) {
+		if r.i >= len(r.raw) {
+			return 0, io.EOF
+		}
+		if c := r.raw[r.i]; c != '\\' && c < utf8.RuneSelf && len(p) > 0 {
+			// plain ASCII goes to p as it is
+			run, i := unquoteNext(p[:0], r.raw, r.i, len(p))
+			r.i = i
+			return len(run), nil
+		}
+		if r.buf == nil {
+			r.buf = make([]byte, 0, 4<<10)
+		}
+		r.buf, r.off = r.buf[:0], 0
+		// each step adds at most 4 bytes, or a run that fits
+		for r.i < len(r.raw) && cap(r.buf)-len(r.buf) >= 4 {
+			r.buf, r.i = unquoteNext(r.buf, r.raw, r.i, cap(r.buf)-len(r.buf))
+		}
+	}
+	n := copy(p, r.buf[r.off:])
+	r.off += n
+	return n, nil
 }
 
 // u4 decodes the four hex digits at the start of b, known to be valid.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,46 @@ func TestDepthAsEncodingJSON(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrTooDeep) {
 			t.Fatalf("depth %d: %v, want ErrTooDeep", n, err)
 		}
+	}
+}
+
+// TestSetDepthAsDecoder reads an array of values each nested as deep as
+// MaxDepth allows, counting each from 0 as encoding/json's Decoder counts
+// the values it decodes one at a time; one level more is refused.
+func TestSetDepthAsDecoder(t *testing.T) {
+	const max = 50
+	for _, n := range []int{max, max + 1} {
+		value := strings.Repeat("[", n) + strings.Repeat("]", n)
+		doc := []byte(`{"a":[` + value + `,` + value + `]}`)
+		s := Scanner{MaxDepth: max}
+		s.Reset(doc)
+		err := s.Object(func(key []byte) error {
+			return s.Array(func() error {
+				if s.Depth() != 2 {
+					t.Fatalf("Depth = %d inside an array in an object, want 2", s.Depth())
+				}
+				d := s.Depth()
+				s.SetDepth(0)
+				err := s.Skip()
+				s.SetDepth(d)
+				return err
+			})
+		})
+		if err == nil {
+			err = s.Finish()
+		}
+		if (err == nil) != (n <= max) {
+			t.Errorf("values %d deep with MaxDepth %d: %v", n, max, err)
+		}
+		if err != nil && !errors.Is(err, ErrTooDeep) {
+			t.Errorf("values %d deep: %v, want ErrTooDeep", n, err)
+		}
+	}
+	var s Scanner
+	s.Reset([]byte(`[[` + strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth) + `]]`))
+	err := s.Array(func() error { return s.Skip() })
+	if !errors.Is(err, ErrTooDeep) {
+		t.Errorf("without SetDepth, outer levels count: %v, want ErrTooDeep", err)
 	}
 }
 
@@ -225,7 +266,10 @@ func FuzzValid(f *testing.F) {
 
 // FuzzString checks decoded strings against encoding/json.
 func FuzzString(f *testing.F) {
-	for _, seed := range []string{`"a"`, `"\u00e9"`, `"\ud83d\ude00"`, `"\ud83d"`, "\"\xff\xc3\"", `"\ud83d\u0041"`} {
+	for _, seed := range []string{`"a"`, `"\u00e9"`, `"\ud83d\ude00"`, `"\ud83d"`, "\"\xff\xc3\"", `"\ud83d\u0041"`,
+		// longer than a word: String reads plain ASCII eight bytes at a time
+		`"YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXo="`, `"YWJjZGVm\/2hpamts\/W5vcHFy"`, "\"abcdefgh\xc3\xa9ijklmnop\xffqrstuvwx\"",
+		"\"abcdefg\x1fhijklmn\"", `"abcdefghijklmno\"`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -243,7 +287,56 @@ func FuzzString(f *testing.F) {
 		if err == nil && string(got) != want {
 			t.Fatalf("String(%q) = %q, encoding/json %q", doc, got, want)
 		}
+		if err == nil {
+			checkStringReader(t, doc, want)
+		}
 	})
+}
+
+// checkStringReader reads the string doc with a StringReader, in reads of
+// several sizes, and checks it decodes to want.
+func checkStringReader(t *testing.T, doc []byte, want string) {
+	t.Helper()
+	var s Scanner
+	s.Reset(doc)
+	value, err := s.Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r StringReader
+	for _, size := range []int{1, 3, 4096, 1 << 16} {
+		r.Reset(value)
+		var got []byte
+		p := make([]byte, size)
+		for {
+			n, err := r.Read(p)
+			got = append(got, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil || n == 0 {
+				t.Fatalf("StringReader(%q).Read = %d, %v", doc, n, err)
+			}
+		}
+		if string(got) != want {
+			t.Fatalf("StringReader(%q) in reads of %d: %q, want %q", doc, size, got, want)
+		}
+	}
+}
+
+// TestStringReaderAcrossBuffers decodes strings longer than the reader's
+// buffer, with escapes and runes at every offset of its end.
+func TestStringReaderAcrossBuffers(t *testing.T) {
+	for _, piece := range []string{`\/`, `\u00e9`, `\ud83d\ude00`, "\xff", "é", "😀", `\n`} {
+		for pad := 4080; pad < 4100; pad++ {
+			doc := []byte(`"` + strings.Repeat("a", pad) + piece + strings.Repeat("b", 5000) + piece + `"`)
+			var want string
+			if err := json.Unmarshal(doc, &want); err != nil {
+				t.Fatal(err)
+			}
+			checkStringReader(t, doc, want)
+		}
+	}
 }
 
 func BenchmarkValid(b *testing.B) {
@@ -285,7 +378,7 @@ func BenchmarkEncodingJSONValid(b *testing.B) {
 
 // TestLongStringsEveryPosition puts each byte that ends plain content at
 // every position of strings longer than a word, where the scanner reads
-// eight bytes at a time.
+// eight bytes at a time, and checks them read and decoded.
 func TestLongStringsEveryPosition(t *testing.T) {
 	for n := 0; n < 40; n++ {
 		for pos := 0; pos < n; pos++ {
@@ -295,6 +388,16 @@ func TestLongStringsEveryPosition(t *testing.T) {
 				doc := append(append([]byte{'"'}, b...), '"')
 				if got, want := Valid(doc, 0) == nil, json.Valid(doc); got != want {
 					t.Fatalf("Valid(%q) = %v, encoding/json %v", doc, got, want)
+				}
+				var s Scanner
+				s.Reset(doc)
+				got, err := s.String()
+				if err == nil {
+					err = s.Finish()
+				}
+				var want string
+				if jsonErr := json.Unmarshal(doc, &want); (err == nil) != (jsonErr == nil) || err == nil && string(got) != want {
+					t.Fatalf("String(%q) = %q, %v; encoding/json %q, %v", doc, got, err, want, jsonErr)
 				}
 			}
 		}
