@@ -495,3 +495,32 @@ func FuzzParseProcStatBusy(f *testing.F) {
 		_ = parseProcStatBusy(stat) // must not panic on anything
 	})
 }
+
+func TestMetricValue(t *testing.T) {
+	text := `# HELP servicegate_webhook_queue_depth Deliveries waiting.
+# TYPE servicegate_webhook_queue_depth gauge
+servicegate_webhook_queue_depth{dir="/a b/q}x"} 7
+servicegate_webhook_queue_depth{dir="/c"} 5
+servicegate_webhook_queue_depth_other 100
+servicegate_webhook_queue_attempts_total{outcome="dead"} 2
+servicegate_webhook_queue_attempts_total{outcome="delivered"} 1.5e+06
+up 1
+`
+	tests := []struct {
+		series string
+		want   float64
+		ok     bool
+	}{
+		{"servicegate_webhook_queue_depth", 12, true},
+		{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, 1.5e6, true},
+		{"servicegate_webhook_queue_attempts_total", 1.5e6 + 2, true},
+		{"up", 1, true},
+		{"servicegate_webhook_queue", 0, false},
+		{"absent_total", 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := metricValue(text, tt.series); got != tt.want || ok != tt.ok {
+			t.Errorf("metricValue(%s) = %v, %v; want %v, %v", tt.series, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -56,6 +58,10 @@ type chain struct {
 	// minAnswer, when set, is the least number of bytes the answer must
 	// have (the probe checks it): the upstream's 5 MB parse-file answer.
 	minAnswer int
+	// metrics, when set, are series of the chain side's Caddy (the start
+	// of their line in the admin API's /metrics: a name, or a name and
+	// its first labels) read after the last round and given in the notes.
+	metrics []string
 	// warm is how many requests go to the chain before it is measured.
 	warm int
 	std  bool // uses Caddy's standard modules only (a harness check)
@@ -156,6 +162,7 @@ var allChains = []*chain{
 		handlers: "service_webhook {\n\tsecret " + benchSecret +
 			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t\tdir {out}/webhook-queue-1k.queue\n\t}\n}",
 		scratch: "webhook-queue-1k.queue",
+		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
 	},
 	{
@@ -375,6 +382,9 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 		res.err = err
 		return res
 	}
+	if len(c.metrics) > 0 {
+		res.notes = append(res.notes, readMetrics(client, "http://"+loopback(p.chainAdmin), c.metrics))
+	}
 	for _, s := range []struct {
 		p *caddySide
 		r *sideResult
@@ -548,4 +558,50 @@ func sha256Time(b []byte, n int) time.Duration {
 
 func fmtUS(us float64) string {
 	return (time.Duration(us*1000) * time.Nanosecond).Round(time.Microsecond).String()
+}
+
+// readMetrics reads series from the admin API's /metrics at admin and
+// says what they were, or why they could not be read.
+func readMetrics(client *http.Client, admin string, series []string) string {
+	resp, err := client.Get(admin + "/metrics")
+	if err != nil {
+		return "chain side's metrics not read: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("chain side's metrics not read: %d, %v", resp.StatusCode, err)
+	}
+	var parts []string
+	for _, name := range series {
+		if v, ok := metricValue(string(b), name); ok {
+			parts = append(parts, fmt.Sprintf("`%s` %g", name, v))
+		} else {
+			parts = append(parts, fmt.Sprintf("`%s` absent", name))
+		}
+	}
+	return "after the last round, the chain side's " + strings.Join(parts, ", ")
+}
+
+// metricValue sums the values of the samples in a Prometheus text
+// exposition whose line starts with series (a metric name, or a name and
+// its first labels) followed by a space, '{' or ','.
+func metricValue(text, series string) (float64, bool) {
+	sum, found := 0.0, false
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, series)
+		if !ok || strings.HasPrefix(line, "#") || rest == "" || !strings.ContainsRune(" {,", rune(rest[0])) {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		sum, found = sum+v, true
+	}
+	return sum, found
 }
