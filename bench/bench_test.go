@@ -1,14 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/servicegate/servicegate"
+	"github.com/servicegate/servicegate/contract"
 )
 
 func TestReplaceResults(t *testing.T) {
@@ -207,7 +217,8 @@ func TestSelectChains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"auth", "auth-subscription", "webhook-1k", "webhook-5m", "limits-100k", "limits-rss"}
+	want := []string{"auth", "auth-subscription", "app-api", "webhook-1k", "webhook-5m", "webhook-queue-1k",
+		"limits-100k", "limits-rss", "limits-rss-contract", "contract-5m"}
 	var got []string
 	for _, c := range all {
 		got = append(got, c.name)
@@ -221,6 +232,157 @@ func TestSelectChains(t *testing.T) {
 	}
 	if _, err := selectChains([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "known:") {
 		t.Errorf("unknown chain: %v", err)
+	}
+	for _, n := range []string{"app-api", "webhook-queue-1k", "limits-rss-contract", "contract-5m"} {
+		one, err := selectChains([]string{n})
+		if err != nil || len(one) != 1 || one[0].name != n {
+			t.Errorf("selectChains(%s) = %v, %v", n, one, err)
+		}
+	}
+}
+
+// TestChainCaddyfilesAdapt adapts the Caddyfiles of both sides of every
+// chain with the servicegate modules, the way bench/out/caddy will: a
+// directive spelled wrong, or a descriptor with a defect, fails here and
+// not in the middle of a run.
+func TestChainCaddyfilesAdapt(t *testing.T) {
+	env := &benchEnv{out: t.TempDir(), ports: newPorts(18000)}
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	for _, c := range allChains {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.writeFiles(env.out); err != nil {
+				t.Fatal(err)
+			}
+			plain, chain := c.caddyfiles(env)
+			for side, cfg := range map[string]string{"plain": plain, "chain": chain} {
+				for _, ph := range []string{"{out}", "{emulator}", "{upstream}"} {
+					if strings.Contains(cfg, ph) {
+						t.Errorf("%s side keeps the bench placeholder %s:\n%s", side, ph, cfg)
+					}
+				}
+				if _, warnings, err := adapter.Adapt([]byte(cfg), map[string]any{"filename": c.name + "-" + side + ".Caddyfile"}); err != nil {
+					t.Errorf("%s side does not adapt: %v\n%s", side, err, cfg)
+				} else if len(warnings) > 0 {
+					t.Errorf("%s side adapts with warnings %v", side, warnings)
+				}
+			}
+		})
+	}
+}
+
+func TestNewChainsCaddyfiles(t *testing.T) {
+	env := &benchEnv{out: "/tmp/bench-out", ports: newPorts(18000)}
+	byName := map[string]*chain{}
+	for _, c := range allChains {
+		byName[c.name] = c
+	}
+	tests := []struct {
+		name string
+		want []string // lines of the chain side's route, in order
+	}{
+		{"app-api", []string{
+			"service_app {", "descriptor /tmp/bench-out/app-api.descriptor.json", "client_id demo-client",
+			"client_secret " + benchSecret, "app_secret " + benchSecret, "service http://127.0.0.1:18091", "subscription", "}",
+			"reverse_proxy 127.0.0.1:18001",
+		}},
+		{"webhook-queue-1k", []string{
+			"service_webhook {", "secret " + benchSecret, "queue {", "to http://127.0.0.1:18001",
+			"dir /tmp/bench-out/webhook-queue-1k.queue", "}", "}", "reverse_proxy 127.0.0.1:18001",
+		}},
+		{"limits-rss-contract", []string{"service_limits {", "contract custom-file-format", "}", "reverse_proxy 127.0.0.1:18001"}},
+		{"contract-5m", []string{"service_limits {", "contract custom-file-format", "}", "reverse_proxy 127.0.0.1:18001"}},
+	}
+	for _, tt := range tests {
+		c := byName[tt.name]
+		if c == nil {
+			t.Errorf("no chain %s", tt.name)
+			continue
+		}
+		_, cfg := c.caddyfiles(env)
+		_, route, _ := strings.Cut(cfg, "http://:18090 {\n\troute {\n")
+		var got []string
+		for _, line := range strings.Split(route, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				got = append(got, line)
+			}
+		}
+		if len(got) < len(tt.want) || strings.Join(got[:len(tt.want)], "|") != strings.Join(tt.want, "|") {
+			t.Errorf("%s: chain side route\n%s\nwant the lines\n%s", tt.name, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+		}
+	}
+	if q := byName["webhook-queue-1k"]; !strings.Contains(q.handlers, "{out}/"+q.scratch+"\n") {
+		t.Errorf("webhook-queue-1k: the queue dir is not its scratch directory %q, which the run removes", q.scratch)
+	}
+	if a := byName["app-api"]; a.extraSite == nil || a.files["app-api.descriptor.json"] == "" {
+		t.Error("app-api: no emulator site or no descriptor file")
+	}
+	for _, n := range []string{"limits-rss-contract", "contract-5m"} {
+		c := byName[n]
+		rq, _, err := c.request(nil)
+		if err != nil || rq.path != answerPath || c.minAnswer < 4_000_000 || c.echo {
+			t.Errorf("%s: request to %s (%v), minAnswer %d, echo %v; want %s, a 5 MB answer, no echo", n, rq.path, err, c.minAnswer, c.echo, answerPath)
+		}
+	}
+}
+
+func TestContractJobBody(t *testing.T) {
+	for _, size := range []int{size1K, size5M} {
+		b := contractJobBody(size)
+		if len(b) != size {
+			t.Errorf("contractJobBody(%d) has %d bytes", size, len(b))
+		}
+		if _, err := contract.ParseJob(contract.CustomFileFormat, bytes.NewReader(b)); err != nil {
+			t.Errorf("contractJobBody(%d) is not a valid job: %v", size, err)
+		}
+	}
+	// The job of the other chains is not one: the contract chains need
+	// their own.
+	if _, err := contract.ParseJob(contract.CustomFileFormat, bytes.NewReader(jobBody(size1K))); err == nil {
+		t.Error("jobBody passes the contract; contractJobBody is not needed")
+	}
+}
+
+func TestProbe(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/accepted":
+			w.WriteHeader(http.StatusAccepted)
+		case "/big":
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 5000))
+		default:
+			http.Error(w, `{"error":{"message":"no"}}`, http.StatusUnauthorized)
+		}
+	}))
+	defer srv.Close()
+	client := srv.Client()
+	get := func(path string) request { return request{method: http.MethodGet, path: path} }
+	if n, err := probe(client, get("/accepted"), srv.URL, nil, 0); err != nil || n != 0 {
+		t.Errorf("a 202 refused: %d, %v", n, err)
+	}
+	if n, err := probe(client, get("/big"), srv.URL, nil, 5000); err != nil || n != 5000 {
+		t.Errorf("a 5000-byte answer with minLen 5000: %d, %v", n, err)
+	}
+	if _, err := probe(client, get("/big"), srv.URL, nil, 5001); err == nil || !strings.Contains(err.Error(), "5000 bytes") {
+		t.Errorf("a 5000-byte answer with minLen 5001: %v", err)
+	}
+	if _, err := probe(client, get("/refused"), srv.URL, nil, 0); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a 401 accepted: %v", err)
+	}
+}
+
+func TestBodyLabel(t *testing.T) {
+	tests := []struct {
+		r    chainResult
+		want string
+	}{
+		{chainResult{c: &chain{echo: true}, bodySize: size5M}, "5.0 MB echoed"},
+		{chainResult{c: &chain{}, bodySize: size1K, answerSize: 4_999_000}, "1 KiB → 5.0 MB"},
+		{chainResult{c: &chain{}, bodySize: size5M, answerSize: 12}, "5.0 MB"},
+	}
+	for _, tt := range tests {
+		if got := bodyLabel(&tt.r); got != tt.want {
+			t.Errorf("bodyLabel = %q, want %q", got, tt.want)
+		}
 	}
 }
 
@@ -332,4 +494,33 @@ func FuzzParseProcStatBusy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stat string) {
 		_ = parseProcStatBusy(stat) // must not panic on anything
 	})
+}
+
+func TestMetricValue(t *testing.T) {
+	text := `# HELP servicegate_webhook_queue_depth Deliveries waiting.
+# TYPE servicegate_webhook_queue_depth gauge
+servicegate_webhook_queue_depth{dir="/a b/q}x"} 7
+servicegate_webhook_queue_depth{dir="/c"} 5
+servicegate_webhook_queue_depth_other 100
+servicegate_webhook_queue_attempts_total{outcome="dead"} 2
+servicegate_webhook_queue_attempts_total{outcome="delivered"} 1.5e+06
+up 1
+`
+	tests := []struct {
+		series string
+		want   float64
+		ok     bool
+	}{
+		{"servicegate_webhook_queue_depth", 12, true},
+		{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, 1.5e6, true},
+		{"servicegate_webhook_queue_attempts_total", 1.5e6 + 2, true},
+		{"up", 1, true},
+		{"servicegate_webhook_queue", 0, false},
+		{"absent_total", 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := metricValue(text, tt.series); got != tt.want || ok != tt.ok {
+			t.Errorf("metricValue(%s) = %v, %v; want %v, %v", tt.series, got, ok, tt.want, tt.ok)
+		}
+	}
 }

@@ -4,9 +4,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,8 +36,16 @@ const (
 // reverse_proxy, both inside route, both sent the same request.
 type chain struct {
 	name, title string
-	// handlers are the Caddyfile lines before reverse_proxy in the route.
+	// handlers are the Caddyfile lines before reverse_proxy in the route;
+	// {emulator}, {upstream} and {out} stand for the emulator's port, the
+	// upstream's port and the directory bench/out.
 	handlers string
+	// files are written into bench/out before the chain's Caddy starts
+	// (name → content), e.g. an app descriptor.
+	files map[string]string
+	// scratch, when set, is a directory in bench/out that the chain's Caddy
+	// fills (a queue); it is removed before the chain and after it.
+	scratch string
 	// extraSite, when set, adds a site to the chain's Caddy (the emulator).
 	extraSite func(p ports) string
 	// request builds what both sides are sent.
@@ -44,6 +55,13 @@ type chain struct {
 	target  float64
 	// echo: the upstream echoes the body, and the probe checks it.
 	echo bool
+	// minAnswer, when set, is the least number of bytes the answer must
+	// have (the probe checks it): the upstream's 5 MB parse-file answer.
+	minAnswer int
+	// metrics, when set, are series of the chain side's Caddy (the start
+	// of their line in the admin API's /metrics: a name, or a name and
+	// its first labels) read after the last round and given in the notes.
+	metrics []string
 	// warm is how many requests go to the chain before it is measured.
 	warm int
 	std  bool // uses Caddy's standard modules only (a harness check)
@@ -53,6 +71,10 @@ const (
 	size1K   = 1 << 10
 	size100K = 100 << 10
 	size5M   = 5_000_000 // "5 MB": under the 5 MiB default limit
+
+	// minAnswer5M is the least size of the upstream's 5 MB parse-file
+	// answer (it is just under size5M).
+	minAnswer5M = 4_900_000
 )
 
 func fixed(rq request) func(*benchEnv) (request, string, error) {
@@ -84,6 +106,25 @@ func emulatorSite(p ports) string {
 `, p.emulator, benchSecret, benchDomain, benchOrgID)
 }
 
+// appDescriptor is the app descriptor of the app-api chain: one webhook
+// module and one custom file format module, identified as the app the
+// emulator knows.
+const appDescriptor = `{
+  "identifier": "demo-app",
+  "name": "Bench app",
+  "authentication": {"type": "service_app"},
+  "scopes": ["project"],
+  "modules": {
+    "custom-file-format": [
+      {"key": "bench-format", "type": "bench", "url": "/file-format"}
+    ],
+    "webhook": [
+      {"key": "bench-hook", "url": "/webhooks", "events": ["project.translated"]}
+    ]
+  }
+}
+`
+
 var allChains = []*chain{
 	{
 		name: "auth", title: "service_auth (HS256) + reverse_proxy, GET with a valid token",
@@ -98,6 +139,15 @@ var allChains = []*chain{
 		request:   withToken(true), load: loadWrk, goal: goalRatio, target: 0.97, warm: 50,
 	},
 	{
+		name: "app-api", title: "service_app (token + subscription, cache hit) + reverse_proxy, GET with a valid token",
+		handlers: "service_app {\n\tdescriptor {out}/app-api.descriptor.json\n\tclient_id " + benchClientID +
+			"\n\tclient_secret " + benchSecret + "\n\tapp_secret " + benchSecret +
+			"\n\tservice http://127.0.0.1:{emulator}\n\tsubscription\n}",
+		files:     map[string]string{"app-api.descriptor.json": appDescriptor},
+		extraSite: emulatorSite,
+		request:   withToken(true), load: loadWrk, goal: goalRatio, target: 0.97, warm: 50,
+	},
+	{
 		name: "webhook-1k", title: "service_webhook + reverse_proxy, 1 KB signed deliveries",
 		handlers: "service_webhook {\n\tsecret " + benchSecret + "\n}",
 		request:  fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalRatio, target: 0.95, warm: 10,
@@ -108,6 +158,14 @@ var allChains = []*chain{
 		request:  fixed(webhookRequest(deliveryBody(size5M))), load: loadSequential, goal: goalSHA, target: 1.5, warm: 2,
 	},
 	{
+		name: "webhook-queue-1k", title: "service_webhook with queue (answers 202 once stored), 1 KB signed deliveries, against reverse_proxy",
+		handlers: "service_webhook {\n\tsecret " + benchSecret +
+			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t\tdir {out}/webhook-queue-1k.queue\n\t}\n}",
+		scratch: "webhook-queue-1k.queue",
+		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
+		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
+	},
+	{
 		name: "limits-100k", title: "service_limits (defaults) + reverse_proxy, 100 KB jobs echoed",
 		handlers: "service_limits",
 		request:  fixed(jobRequest(jobBody(size100K))), load: loadWrk, goal: goalRatio, target: 0.95, echo: true, warm: 10,
@@ -116,6 +174,16 @@ var allChains = []*chain{
 		name: "limits-rss", title: "service_limits (defaults) + reverse_proxy, 20 concurrent 5 MB jobs echoed",
 		handlers: "service_limits",
 		request:  fixed(jobRequest(jobBody(size5M))), load: loadConcurrent, goal: goalNone, echo: true, warm: 2,
+	},
+	{
+		name: "limits-rss-contract", title: "service_limits (contract custom-file-format) + reverse_proxy, 20 concurrent 5 MB parse-file jobs, 5 MB answers",
+		handlers: "service_limits {\n\tcontract custom-file-format\n}",
+		request:  fixed(answerJobRequest(contractJobBody(size5M))), load: loadConcurrent, goal: goalNone, minAnswer: minAnswer5M, warm: 2,
+	},
+	{
+		name: "contract-5m", title: "service_limits (contract custom-file-format) + reverse_proxy, one 5 MB parse-file answer at a time",
+		handlers: "service_limits {\n\tcontract custom-file-format\n}",
+		request:  fixed(answerJobRequest(contractJobBody(size1K))), load: loadSequential, goal: goalNone, minAnswer: minAnswer5M, warm: 2,
 	},
 	// Harness checks with Caddy's standard modules only: request_body
 	// stands where service_limits and service_webhook will.
@@ -219,8 +287,9 @@ func (s sideResult) medianLatency() time.Duration {
 type chainResult struct {
 	c            *chain
 	plain, chain sideResult
-	sha256       time.Duration // loadSequential: SHA-256 over the body
+	sha256       time.Duration // loadSequential with goalSHA: SHA-256 over the body
 	bodySize     int
+	answerSize   int // bytes of the answer to the probe of the plain side
 	notes        []string
 	err          error
 }
@@ -252,12 +321,20 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 	}
 	p := env.ports
 
-	plainCfg := globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS) + "\n" + siteWithRoute(p.plainHTTP, "", p.upstream)
-	handlers := strings.ReplaceAll(c.handlers, "{emulator}", fmt.Sprint(p.emulator))
-	chainCfg := globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS) + "\n" + siteWithRoute(p.chainHTTP, handlers, p.upstream)
-	if c.extraSite != nil {
-		chainCfg += "\n" + c.extraSite(p)
+	if err := c.writeFiles(env.out); err != nil {
+		res.err = err
+		return res
 	}
+	if c.scratch != "" {
+		dir := filepath.Join(env.out, c.scratch)
+		if err := os.RemoveAll(dir); err != nil {
+			res.err = err
+			return res
+		}
+		defer os.RemoveAll(dir) // after the Caddys have stopped (deferred later)
+	}
+
+	plainCfg, chainCfg := c.caddyfiles(env)
 
 	plain, err := startCaddy(env, c.name+"-plain", plainCfg, p.plainHTTP)
 	if err != nil {
@@ -281,12 +358,12 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 	if c.echo {
 		want = rq.body
 	}
-	if err := probe(client, rq, plain.base, want); err != nil {
+	if res.answerSize, err = probe(client, rq, plain.base, want, c.minAnswer); err != nil {
 		res.err = fmt.Errorf("plain side does not answer the benchmark request: %w", err)
 		return res
 	}
 	for i := 0; i < c.warm; i++ {
-		if err := probe(client, rq, side.base, want); err != nil {
+		if _, err := probe(client, rq, side.base, want, c.minAnswer); err != nil {
 			res.err = fmt.Errorf("chain side does not answer the benchmark request (Caddyfile %s): %w",
 				filepath.Join(env.out, c.name+"-chain.Caddyfile"), err)
 			return res
@@ -305,6 +382,9 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 		res.err = err
 		return res
 	}
+	if len(c.metrics) > 0 {
+		res.notes = append(res.notes, readMetrics(client, "http://"+loopback(p.chainAdmin), c.metrics))
+	}
 	for _, s := range []struct {
 		p *caddySide
 		r *sideResult
@@ -315,6 +395,37 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 		}
 	}
 	return res
+}
+
+// writeFiles writes the chain's files into dir.
+func (c *chain) writeFiles(dir string) error {
+	for name, content := range c.files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caddyfiles are the Caddyfiles of the chain's plain side and chain side.
+func (c *chain) caddyfiles(env *benchEnv) (plain, chain string) {
+	p := env.ports
+	plain = globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS) + "\n" + siteWithRoute(p.plainHTTP, "", p.upstream)
+	chain = globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS) + "\n" + siteWithRoute(p.chainHTTP, c.expand(env), p.upstream)
+	if c.extraSite != nil {
+		chain += "\n" + c.extraSite(p)
+	}
+	return plain, chain
+}
+
+// expand is the chain's handlers with {emulator}, {upstream} and {out}
+// replaced.
+func (c *chain) expand(env *benchEnv) string {
+	return strings.NewReplacer(
+		"{emulator}", fmt.Sprint(env.ports.emulator),
+		"{upstream}", fmt.Sprint(env.ports.upstream),
+		"{out}", env.out,
+	).Replace(c.handlers)
 }
 
 // order is the sides of round i: plain first in even rounds, chain first
@@ -377,7 +488,9 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 }
 
 func (c *chain) measureSequential(env *benchEnv, client *http.Client, rq request, plain, side *caddySide, res *chainResult) error {
-	res.sha256 = sha256Time(rq.body, 21)
+	if c.goal == goalSHA {
+		res.sha256 = sha256Time(rq.body, 21)
+	}
 	bases := map[bool]string{false: plain.base, true: side.base}
 	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
 	// Bounded in time as well as in count: a side stops its round early
@@ -405,7 +518,13 @@ func (c *chain) measureSequential(env *benchEnv, client *http.Client, rq request
 		}
 		logf("  round %d  plain %s  chain %s (medians so far)", i+1, res.plain.medianLatency().Round(10*time.Microsecond), res.chain.medianLatency().Round(10*time.Microsecond))
 	}
-	logf("  SHA-256 over %d bytes: %s", len(rq.body), res.sha256.Round(10*time.Microsecond))
+	if c.goal == goalSHA {
+		logf("  SHA-256 over %d bytes: %s", len(rq.body), res.sha256.Round(10*time.Microsecond))
+	}
+	if added := res.chain.medianLatency() - res.plain.medianLatency(); res.answerSize >= 1_000_000 && added > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("median added time %s over a %s answer: %.0f MB/s of answer",
+			ms(added), sizeLabel(res.answerSize), float64(res.answerSize)/added.Seconds()/1e6))
+	}
 	return nil
 }
 
@@ -439,4 +558,50 @@ func sha256Time(b []byte, n int) time.Duration {
 
 func fmtUS(us float64) string {
 	return (time.Duration(us*1000) * time.Nanosecond).Round(time.Microsecond).String()
+}
+
+// readMetrics reads series from the admin API's /metrics at admin and
+// says what they were, or why they could not be read.
+func readMetrics(client *http.Client, admin string, series []string) string {
+	resp, err := client.Get(admin + "/metrics")
+	if err != nil {
+		return "chain side's metrics not read: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("chain side's metrics not read: %d, %v", resp.StatusCode, err)
+	}
+	var parts []string
+	for _, name := range series {
+		if v, ok := metricValue(string(b), name); ok {
+			parts = append(parts, fmt.Sprintf("`%s` %g", name, v))
+		} else {
+			parts = append(parts, fmt.Sprintf("`%s` absent", name))
+		}
+	}
+	return "after the last round, the chain side's " + strings.Join(parts, ", ")
+}
+
+// metricValue sums the values of the samples in a Prometheus text
+// exposition whose line starts with series (a metric name, or a name and
+// its first labels) followed by a space, '{' or ','.
+func metricValue(text, series string) (float64, bool) {
+	sum, found := 0.0, false
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, series)
+		if !ok || strings.HasPrefix(line, "#") || rest == "" || !strings.ContainsRune(" {,", rune(rest[0])) {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		sum, found = sum+v, true
+	}
+	return sum, found
 }

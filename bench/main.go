@@ -149,7 +149,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.out, "out", "", "markdown file to write the results section into (default BENCHMARKS.md, or bench/out/results-quick.md with -quick)")
 	fs.BoolVar(&o.goBench, "gobench", true, "also run go test -bench over token, signature, subscription and caddymodule")
 	fs.StringVar(&o.benchTime, "benchtime", "1s", "go test -benchtime")
-	fs.IntVar(&o.seqRequests, "seq-requests", 10, "5 MB deliveries per side per round for the sequential webhook-5m chain")
+	fs.IntVar(&o.seqRequests, "seq-requests", 10, "requests per side per round for the sequential chains (webhook-5m, contract-5m)")
 	fs.IntVar(&o.portBase, "port-base", 18000, "first of the loopback ports used (base+1 … base+460)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

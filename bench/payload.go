@@ -19,10 +19,13 @@ import (
 // and lives for one run.
 const benchSecret = "servicegate-bench-secret-0123456789abcdef"
 
-// The organization of the benchmarks, as the emulator knows it.
+// The organization of the benchmarks, as the emulator knows it, and the
+// app's client id (the emulator's, and the audience of service_app's
+// tokens).
 const (
-	benchDomain = "acme.example"
-	benchOrgID  = 1
+	benchDomain   = "acme.example"
+	benchOrgID    = 1
+	benchClientID = "demo-client"
 )
 
 // request is what both sides of a chain are sent: the same method, path,
@@ -101,6 +104,17 @@ func jobBody(size int) []byte {
 	return b.Bytes()
 }
 
+// contractJobBody is a custom-file-format parse-file job of exactly size
+// bytes (when size leaves room for the envelope) that passes the module
+// contract: jobBody's job with a source language and one target language,
+// "uk", the language of the upstream's parse-file answer.
+func contractJobBody(size int) []byte {
+	const langs = `{"sourceLanguage":{"id":"en","name":"English","pluralCategoryNames":["one","other"]},` +
+		`"targetLanguages":[{"id":"uk","name":"Ukrainian","pluralCategoryNames":["one","few","many","other"]}],`
+	b := jobBody(size - len(langs) + 1)
+	return append([]byte(langs), b[1:]...) // jobBody starts with '{'
+}
+
 // webhookRequest is a signed delivery of body to /webhooks.
 func webhookRequest(body []byte) request {
 	mac := hmac.New(sha256.New, []byte(benchSecret))
@@ -129,6 +143,20 @@ func jobRequest(body []byte) request {
 	}
 }
 
+// answerPath is where the upstream answers any job with a valid parse-file
+// answer of about 5 MB (bench/upstream: answer5MPath).
+const answerPath = "/file-format/answer5m"
+
+// answerJobRequest is a job to answerPath.
+func answerJobRequest(body []byte) request {
+	return request{
+		method:  http.MethodPost,
+		path:    answerPath,
+		headers: [][2]string{{"Content-Type", "application/json"}},
+		body:    body,
+	}
+}
+
 // apiRequest is a GET of the app's API with a bearer token.
 func apiRequest(token string) request {
 	return request{
@@ -138,12 +166,12 @@ func apiRequest(token string) request {
 	}
 }
 
-// mintToken gets a one-hour HS256 token for benchSecret from the built
-// binary's `service-token` subcommand, and mints one itself when the
-// subcommand is missing or fails. withOrg adds the benchmark organization.
-// The second result says which way was used.
+// mintToken gets a one-hour HS256 token for benchSecret and the audience
+// benchClientID from the built binary's `service-token` subcommand, and
+// mints one itself when the subcommand is missing or fails. withOrg adds
+// the benchmark organization. The second result says which way was used.
 func mintToken(caddyBin string, withOrg bool) (string, string, error) {
-	args := []string{"service-token", "--secret", benchSecret, "--lifetime", "1h"}
+	args := []string{"service-token", "--secret", benchSecret, "--lifetime", "1h", "--audience", benchClientID}
 	if withOrg {
 		args = append(args, "--domain", benchDomain, "--organization-id", fmt.Sprint(benchOrgID))
 	}
@@ -182,7 +210,7 @@ func looksLikeJWT(s string) bool {
 func mintHS256(secret string, withOrg bool, now time.Time) (string, error) {
 	claims := map[string]any{
 		"iss": "service-emulator",
-		"aud": "demo-client",
+		"aud": benchClientID,
 		"sub": "7",
 		"iat": now.Unix(),
 		"exp": now.Add(time.Hour).Unix(),

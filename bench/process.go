@@ -309,32 +309,41 @@ func startCaddy(env *benchEnv, name, caddyfile string, httpPort int) (*caddySide
 	return &caddySide{proc: p, base: "http://" + loopback(httpPort)}, nil
 }
 
-// probe sends one request and checks its status, and its body when want
-// is not nil; it returns a short description of what went wrong.
-func probe(client *http.Client, rq request, base string, want []byte) error {
+// probe sends one request and checks its status, its body when want is
+// not nil, and that the body has at least minLen bytes; it returns the
+// length of the body, or a short description of what went wrong.
+func probe(client *http.Client, rq request, base string, want []byte, minLen int) (int, error) {
+	n, err := probeOnce(client, rq, base, want)
+	if err == nil && n < minLen {
+		err = fmt.Errorf("%s %s answered with %d bytes, fewer than the %d the upstream sends", rq.method, rq.path, n, minLen)
+	}
+	return n, err
+}
+
+func probeOnce(client *http.Client, rq request, base string, want []byte) (int, error) {
 	req, err := rq.build(base)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	_, err = buf.ReadFrom(resp.Body)
 	if err != nil {
-		return fmt.Errorf("reading the answer: %w", err)
+		return 0, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
 		body := buf.String()
 		if len(body) > 300 {
 			body = body[:300] + "…"
 		}
-		return fmt.Errorf("%s %s answered %d: %s", rq.method, rq.path, resp.StatusCode, strings.TrimSpace(body))
+		return 0, fmt.Errorf("%s %s answered %d: %s", rq.method, rq.path, resp.StatusCode, strings.TrimSpace(body))
 	}
 	if want != nil && !bytes.Equal(buf.Bytes(), want) {
-		return fmt.Errorf("%s %s answered %d with %d bytes, not the %d bytes echoed by the upstream", rq.method, rq.path, resp.StatusCode, buf.Len(), len(want))
+		return 0, fmt.Errorf("%s %s answered %d with %d bytes, not the %d bytes echoed by the upstream", rq.method, rq.path, resp.StatusCode, buf.Len(), len(want))
 	}
-	return nil
+	return buf.Len(), nil
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/servicegate/servicegate/contract"
 )
 
 func TestHandle(t *testing.T) {
@@ -21,6 +24,8 @@ func TestHandle(t *testing.T) {
 		{"webhook answered small", http.MethodPost, "/webhooks", job, small},
 		{"GET answered small", http.MethodGet, "/file-format/parse", nil, small},
 		{"API answered small", http.MethodGet, "/api/projects", nil, small},
+		{"parse-file job answered 5 MB", http.MethodPost, answer5MPath, job, answer5M},
+		{"GET of the answer path answered small", http.MethodGet, answer5MPath, nil, small},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(handle))
 	defer srv.Close()
@@ -46,5 +51,47 @@ func TestHandle(t *testing.T) {
 				t.Errorf("Content-Type %q", ct)
 			}
 		})
+	}
+}
+
+func TestParseFileAnswer(t *testing.T) {
+	if len(answer5M) > answer5MSize || len(answer5M) < answer5MSize-300 {
+		t.Errorf("answer5M has %d bytes, want just under %d", len(answer5M), answer5MSize)
+	}
+	var a struct {
+		Data struct {
+			Strings []struct {
+				Identifier   string `json:"identifier"`
+				Text         string `json:"text"`
+				Translations map[string]struct {
+					Text, Status string
+				} `json:"translations"`
+			} `json:"strings"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(answer5M, &a); err != nil {
+		t.Fatalf("answer5M is not JSON: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, s := range a.Data.Strings {
+		if s.Identifier == "" || s.Text == "" || seen[s.Identifier] || s.Translations["uk"].Text == "" {
+			t.Fatalf("string record %+v: no identifier or text, a duplicate identifier, or no uk translation", s)
+		}
+		seen[s.Identifier] = true
+	}
+	// The contract check service_limits runs accepts it as the answer to a
+	// parse-file job into uk, as the bench sends.
+	job := `{"jobType":"parse-file","organization":{"id":1,"domain":"acme.example"},"project":{"id":1,"identifier":"demo","name":"Demo"},` +
+		`"file":{"id":1,"name":"strings.json","content":"e30="},"sourceLanguage":{"id":"en","name":"English","pluralCategoryNames":["one","other"]},` +
+		`"targetLanguages":[{"id":"uk","name":"Ukrainian","pluralCategoryNames":["one","few","many","other"]}]}`
+	j, err := contract.ParseJob(contract.CustomFileFormat, strings.NewReader(job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.CheckAnswer(bytes.NewReader(answer5M)); err != nil {
+		t.Errorf("the contract check refuses answer5M: %v", err)
+	}
+	if len(seen) < 10_000 {
+		t.Errorf("%d string records, want tens of thousands", len(seen))
 	}
 }
