@@ -66,7 +66,9 @@ var (
 
 // BoltStore is a Store in one bbolt file: each write is a transaction synced
 // to disk before it returns, so a process killed at any moment keeps every
-// delivery it acknowledged. Concurrent Adds share one sync (bbolt's batch).
+// delivery it acknowledged. Concurrent writes of the request path (Add) and
+// of the delivering workers (Update, Done, Bury) share one sync each
+// (bbolt's batch).
 type BoltStore struct {
 	db    *bolt.DB
 	epoch string
@@ -222,7 +224,7 @@ func (s *BoltStore) Payload(id string) (http.Header, []byte, error) {
 
 // Update implements Store.
 func (s *BoltStore) Update(m Meta) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Batch(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketPending)
 		k := seqKey(m.Seq)
 		if b.Get(k) == nil {
@@ -242,7 +244,7 @@ func (s *BoltStore) Done(id string) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Batch(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketPending).Delete(k); err != nil {
 			return err
 		}
@@ -252,7 +254,7 @@ func (s *BoltStore) Done(id string) error {
 
 // Bury implements Store.
 func (s *BoltStore) Bury(m Meta) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Batch(func(tx *bolt.Tx) error {
 		k := seqKey(m.Seq)
 		if tx.Bucket(bucketPending).Get(k) == nil {
 			return ErrNotFound
