@@ -83,6 +83,10 @@ func OpenBolt(path string) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook queue %s: %w", path, err)
 	}
+	// A delivery is acknowledged when its batch is on disk: wait little for
+	// others to join a batch (bbolt's default is 10ms), since concurrent
+	// deliveries arrive together anyway.
+	db.MaxBatchDelay = 2 * time.Millisecond
 	s := &BoltStore{db: db}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {

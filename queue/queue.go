@@ -276,9 +276,16 @@ func (q *Queue) attempt(line *orgLine, m Meta) {
 		return
 	case res.Delivered():
 		q.opts.OnOutcome(OutcomeDelivered)
-		if err := q.store.Done(m.ID); err != nil {
-			q.opts.OnError(fmt.Errorf("webhook queue: removing delivered %s: %w", m.ID, err))
-		}
+		// The organization's next delivery need not wait for the removal
+		// to reach the disk: a crash before it does sends this one again
+		// (at least once), which the delivery id lets the app see.
+		q.done.Add(1)
+		go func() {
+			defer q.done.Done()
+			if err := q.store.Done(m.ID); err != nil {
+				q.opts.OnError(fmt.Errorf("webhook queue: removing delivered %s: %w", m.ID, err))
+			}
+		}()
 		q.finish(line, &m)
 		return
 	case !res.Retryable():

@@ -74,7 +74,18 @@ func (s *HTTPSender) Send(ctx context.Context, m Meta, h http.Header, body []byt
 	return Result{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 }
 
-var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// noRedirects sends to the app without following redirects, keeping
+// enough idle connections for DefaultConcurrency attempts at once.
+var noRedirects = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Transport:     sendTransport(),
+}
+
+func sendTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 4 * DefaultConcurrency
+	return t
+}
 
 // retryAfter reads a Retry-After value: delay-seconds or an HTTP date.
 func retryAfter(v string, now time.Time) time.Duration {
