@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/subscription"
 	"github.com/servicegate/servicegate/token"
 )
@@ -126,6 +127,7 @@ type ServiceSubscription struct {
 	cacheKey    int
 	client      *subscription.Client
 	transport   *http.Transport
+	shared      *cluster.Subscriptions // nil without the servicegate app
 	logger      *zap.Logger
 }
 
@@ -209,6 +211,14 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("service_subscription cache: %w", err)
 	}
 	h.cache = v.(subscriptionSharedCache).Cache
+
+	app, err := servicegateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("service_subscription: %w", err)
+	}
+	if app != nil {
+		h.shared = app.Subscriptions()
+	}
 
 	registerSubscriptionMetrics(ctx.GetMetricsRegistry())
 	return nil
@@ -296,8 +306,16 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	// request's token; the write happens before Resolve returns.
 	ours := false
 	a, err := h.cache.Resolve(r.Context(), key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
-		ours = true
-		return h.query(ctx, base, org, tok)
+		direct := func(ctx context.Context) (subscription.Answer, error) {
+			ours = true
+			return h.query(ctx, base, org, tok)
+		}
+		if h.shared != nil {
+			// The answer of another instance, or this query shared
+			// with them; Redis failing, this query alone.
+			return h.shared.Resolve(ctx, key, h.policy, direct)
+		}
+		return direct(ctx)
 	})
 	if err == nil && a.Status == subscription.Unauthorized && !ours {
 		// The service refused the token of another member of the
