@@ -209,3 +209,14 @@ func (s *Server) ResetStats() {
 		s.t.Fatalf("CONFIG RESETSTAT: %v", err)
 	}
 }
+
+// Dbsize returns how many keys the server holds.
+func (s *Server) Dbsize(t testing.TB) int {
+	t.Helper()
+	out, err := s.Do("DBSIZE")
+	if err != nil {
+		t.Fatalf("DBSIZE: %v", err)
+	}
+	n, _ := strconv.Atoi(out)
+	return n
+}
