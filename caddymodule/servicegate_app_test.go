@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/cluster/redistest"
 )
 
@@ -292,4 +295,38 @@ func adminMetrics(t *testing.T, tester *caddytest.Tester) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// BenchmarkSubscriptionHitShared is the hot path with the servicegate app
+// configured: a local hit, which must cost what it costs without Redis.
+func BenchmarkSubscriptionHitShared(b *testing.B) {
+	srv := redistest.Start(b)
+	c, err := cluster.New(cluster.Options{URL: srv.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	svc := newSubscriptionService(&testing.T{}, 200, `{"expires":"2099-01-01 00:00:00"}`)
+	defer svc.Close()
+	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
+	provisionSubscription(b, h)
+	h.shared = c.Subscriptions()
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	w := httptest.NewRecorder()
+	r := subscriptionRequest("", "")
+	setVerified(r, &Verified{Token: "token", Organization: "acme-shared"})
+	if err := h.ServeHTTP(w, r, next); err != nil {
+		b.Fatal(err)
+	}
+	srv.ResetStats()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = h.ServeHTTP(w, r, next)
+	}
+	b.StopTimer()
+	for cmd, n := range srv.CommandCalls() {
+		if cmd != "info" && cmd != "config|resetstat" && cmd != "ping" {
+			b.Errorf("%d Redis %s calls on local hits", n, cmd)
+		}
+	}
 }
