@@ -194,7 +194,9 @@ func startCaddy(t *testing.T, name, site string, port int) *caddy {
 }
 
 // alive reports whether the process still runs.
-func (c *caddy) alive() bool { return c.cmd.ProcessState == nil && c.cmd.Process.Signal(syscallZero) == nil }
+func (c *caddy) alive() bool {
+	return c.cmd.ProcessState == nil && c.cmd.Process.Signal(syscallZero) == nil
+}
 
 func tail(s string, n int) string {
 	if len(s) > n {
