@@ -60,6 +60,12 @@ func (subscriptionSharedCache) Destruct() error { return nil }
 // subscribe link (JSON, or a small HTML page for browsers), an app without a
 // subscription for the organization 403, a token the service refuses 401.
 // When the service cannot answer, on_error decides.
+//
+// With the servicegate app (global option servicegate { redis … }) the
+// instances of a cluster share answers through Redis: a local hit still
+// makes no Redis call; a local miss reads the answer another instance
+// stored, or makes the one query of the cluster. Redis failing, the
+// handler answers as a lone instance would.
 type ServiceSubscription struct {
 	// AppIdentifier is the app's identifier in the service, as used in
 	// the subscription query path. Required. {env.*} and {file.*}
@@ -81,7 +87,9 @@ type ServiceSubscription struct {
 	// are cached. Default 30s.
 	NegativeTTL caddy.Duration `json:"negative_ttl,omitempty"`
 
-	// Timeout bounds one subscription query. Default 10s.
+	// Timeout bounds one subscription query. With the servicegate app it
+	// also bounds how long an instance waits for the query another
+	// instance is making for the same organization. Default 10s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// OnError says what happens to a request when the service cannot give
