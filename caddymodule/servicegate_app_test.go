@@ -130,7 +130,7 @@ func TestE2ESubscriptionLocalHitMakesNoRedisCall(t *testing.T) {
 	svc := newSubscriptionTokenService(t)
 	svc.set("member", 200, `{"expires":"2099-01-01 00:00:00"}`)
 	app, _ := subscriptionApp(t)
-	tester := startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t}", sharedSubscriptionSite(svc.URL, app.URL))
+	tester := startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t\ttimeout 2s\n\t}", sharedSubscriptionSite(svc.URL, app.URL))
 
 	if resp, body := subscriptionGet(t, tester.Client, "/api/x", "member", "X-Test-Organization", "hooli"); resp.StatusCode != 200 {
 		t.Fatalf("first request: %d %s", resp.StatusCode, body)
@@ -166,7 +166,7 @@ func TestE2ESubscriptionPurgeReachesThisInstance(t *testing.T) {
 	svc := newSubscriptionTokenService(t)
 	svc.set("member", 402, `{"subscribe_link":"https://service.example/pay"}`)
 	app, _ := subscriptionApp(t)
-	tester := startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t\tkey_prefix e2e:\n\t}", sharedSubscriptionSite(svc.URL, app.URL))
+	tester := startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t\tkey_prefix e2e:\n\t\ttimeout 2s\n\t}", sharedSubscriptionSite(svc.URL, app.URL))
 	org := "X-Test-Organization"
 
 	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member", org, "globex"); resp.StatusCode != 402 {

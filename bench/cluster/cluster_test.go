@@ -223,7 +223,7 @@ func startCluster(t *testing.T, srv *redistest.Server) *theCluster {
 		port := freePort(t)
 		cl.instances[i] = startCaddy(t, fmt.Sprintf("instance-%d", i+1), fmt.Sprintf(`	servicegate {
 		redis %s
-		timeout 200ms
+		timeout 1s
 	}
 }
 :%d {
