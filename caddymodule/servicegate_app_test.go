@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -329,4 +330,48 @@ func BenchmarkSubscriptionHitShared(b *testing.B) {
 			b.Errorf("%d Redis %s calls on local hits", n, cmd)
 		}
 	}
+}
+
+func TestE2ERedisConnectionsSurviveReload(t *testing.T) {
+	srv := redistest.Start(t)
+	svc := newSubscriptionTokenService(t)
+	svc.set("member", 200, `{"expires":"2099-01-01 00:00:00"}`)
+	app, _ := subscriptionApp(t)
+	global := "\tservicegate {\n\t\tredis " + srv.URL() + "\n\t\ttimeout 2s\n\t}"
+	tester := startCaddyWithGlobal(t, global, sharedSubscriptionSite(svc.URL, app.URL))
+	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member", "X-Test-Organization", "reload-1"); resp.StatusCode != 200 {
+		t.Fatalf("before the reload: %d", resp.StatusCode)
+	}
+	before := connectionsReceived(t, srv)
+
+	// A reload with another site config but the same Redis option.
+	tester = startCaddyWithGlobal(t, global, sharedSubscriptionSite(svc.URL, app.URL)+"\nlocalhost:1 {\n\trespond ok\n}\n")
+	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member", "X-Test-Organization", "reload-2"); resp.StatusCode != 200 {
+		t.Fatalf("after the reload: %d", resp.StatusCode)
+	}
+	// The one new connection is this check's own.
+	if extra := connectionsReceived(t, srv) - before - 1; extra != 0 {
+		t.Errorf("Redis received %d new connections across a reload, want 0: the client was not kept", extra)
+	}
+	if srv.Dbsize(t) != 2 {
+		t.Errorf("%d answers in Redis, want 2", srv.Dbsize(t))
+	}
+}
+
+// connectionsReceived is Redis' total_connections_received, the
+// connection of this call included.
+func connectionsReceived(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	info, err := srv.Do("INFO", "stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	t.Fatal("no total_connections_received in INFO stats")
+	return 0
 }

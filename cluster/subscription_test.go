@@ -338,3 +338,25 @@ func TestGlobEscape(t *testing.T) {
 		t.Errorf("%s", got)
 	}
 }
+
+func TestListenerStartedWhileRedisIsDownHearsOnceItIsUp(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	s := newClient(t, srv, Options{Timeout: 200 * time.Millisecond}).Subscriptions()
+	heard := make(chan string, 1)
+	defer s.OnForget(func(org string) { heard <- org })()
+	time.Sleep(300 * time.Millisecond) // a few failed reconnections
+	srv.Restart()
+	waitSubscribed(t, srv, "servicegate:subscription-forget")
+	if _, err := srv.Do("PUBLISH", "servicegate:subscription-forget", "initech"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case org := <-heard:
+		if org != "initech" {
+			t.Errorf("heard %q", org)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the purge was not heard")
+	}
+}
