@@ -58,6 +58,9 @@ type record struct {
 	Expires time.Time           `json:"e,omitzero"`
 	Link    string              `json:"l,omitempty"`
 	Message string              `json:"m,omitempty"`
+	// Until is when the instance that stored the answer stops trusting
+	// it; the others do not trust it longer.
+	Until time.Time `json:"u,omitzero"`
 }
 
 // Resolve returns the shared answer for k when there is one; otherwise one
@@ -140,8 +143,8 @@ func (s *Subscriptions) get(ctx context.Context, key string) (subscription.Answe
 		// Not an answer this version wrote: ask again, and overwrite it.
 		return subscription.Answer{}, false, nil
 	}
-	a := subscription.Answer{Status: r.Status, Expires: r.Expires, SubscribeLink: r.Link, Message: r.Message}
-	if a.Status == subscription.Active && !a.ActiveAt(s.c.opts.Now()) {
+	a := subscription.Answer{Status: r.Status, Expires: r.Expires, SubscribeLink: r.Link, Message: r.Message, TrustedUntil: r.Until}
+	if now := s.c.opts.Now(); !r.Until.IsZero() && !now.Before(r.Until) || a.Status == subscription.Active && !a.ActiveAt(now) {
 		return subscription.Answer{}, false, nil
 	}
 	return a, true, nil
@@ -158,7 +161,7 @@ func (s *Subscriptions) put(ctx context.Context, key string, a subscription.Answ
 	if ttl < time.Millisecond {
 		return
 	}
-	raw, _ := json.Marshal(record{Status: a.Status, Expires: a.Expires, Link: a.SubscribeLink, Message: a.Message})
+	raw, _ := json.Marshal(record{Status: a.Status, Expires: a.Expires, Link: a.SubscribeLink, Message: a.Message, Until: until})
 	_ = s.c.Call(ctx, OpSet, func(ctx context.Context) error {
 		return s.c.rdb.Set(ctx, key, raw, ttl).Err()
 	})

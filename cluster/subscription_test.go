@@ -140,6 +140,10 @@ func TestSubscriptionsLifetimeInRedis(t *testing.T) {
 			if err != nil || a.Status != tc.answer.Status || !a.Expires.Equal(tc.answer.Expires) || a.SubscribeLink != tc.answer.SubscribeLink {
 				t.Errorf("second instance got %+v, %v; want %+v", a, err, tc.answer)
 			}
+			// It trusts the answer no longer than the first instance.
+			if left := time.Until(a.TrustedUntil); left < tc.min-time.Second || left > tc.max {
+				t.Errorf("second instance may keep the answer %v more, want between %v and %v", left, tc.min, tc.max)
+			}
 		})
 	}
 }

@@ -7,8 +7,19 @@ import "time"
 // NotFound answers for NegativeTTL. ok is false for answers that are not
 // kept at all: Unauthorized ones (they say something about one token, not
 // about the organization), Active ones whose expires date has passed, and
-// negative ones when NegativeTTL is zero.
+// negative ones when NegativeTTL is zero. a.TrustedUntil, when set, caps
+// the result.
 func (p Policy) TrustUntil(a Answer, now time.Time) (until time.Time, ok bool) {
+	until, ok = p.trustUntil(a, now)
+	if ok && !a.TrustedUntil.IsZero() && a.TrustedUntil.Before(until) {
+		until = a.TrustedUntil
+		ok = now.Before(until)
+	}
+	return until, ok
+}
+
+// trustUntil is TrustUntil without the cap of a.TrustedUntil.
+func (p Policy) trustUntil(a Answer, now time.Time) (until time.Time, ok bool) {
 	switch a.Status {
 	case Active:
 		if !a.ActiveAt(now) {
