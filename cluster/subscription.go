@@ -195,7 +195,9 @@ func (s *Subscriptions) unlock(ctx context.Context, key, token string) {
 
 // Forget deletes the shared answers of organization (under every base URL
 // and app) and tells every instance to forget theirs (see OnForget). It
-// returns how many shared answers there were.
+// returns how many shared answers there were. It finds them with SCAN
+// MATCH, whose cost grows with the number of keys in the Redis database:
+// fine for a purge by hand or after a payment, not for every request.
 func (s *Subscriptions) Forget(ctx context.Context, organization string) (int, error) {
 	if organization == "" {
 		return 0, nil
