@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/subscription"
 	"github.com/servicegate/servicegate/token"
@@ -57,6 +58,12 @@ func (subscriptionSharedCache) Destruct() error { return nil }
 // subscribe link (JSON, or a small HTML page for browsers), an app without a
 // subscription for the organization 403, a token the service refuses 401.
 // When the service cannot answer, on_error decides.
+//
+// With the servicegate app (global option servicegate { redis … }) the
+// instances of a cluster share answers through Redis: a local hit still
+// makes no Redis call; a local miss reads the answer another instance
+// stored, or makes the one query of the cluster. Redis failing, the
+// handler answers as a lone instance would.
 type ServiceSubscription struct {
 	// AppIdentifier is the app's identifier in the service, as used in
 	// the subscription query path. Required. {env.*} and {file.*}
@@ -78,7 +85,9 @@ type ServiceSubscription struct {
 	// are cached. Default 30s.
 	NegativeTTL caddy.Duration `json:"negative_ttl,omitempty"`
 
-	// Timeout bounds one subscription query. Default 10s.
+	// Timeout bounds one subscription query. With the servicegate app it
+	// also bounds how long an instance waits for the query another
+	// instance is making for the same organization. Default 10s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// OnError says what happens to a request when the service cannot give
@@ -124,6 +133,7 @@ type ServiceSubscription struct {
 	cacheKey    int
 	client      *subscription.Client
 	transport   *http.Transport
+	shared      *cluster.Subscriptions // nil without the servicegate app
 	logger      *zap.Logger
 }
 
@@ -207,6 +217,14 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("service_subscription cache: %w", err)
 	}
 	h.cache = v.(subscriptionSharedCache).Cache
+
+	app, err := servicegateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("service_subscription: %w", err)
+	}
+	if app != nil {
+		h.shared = app.Subscriptions()
+	}
 
 	registerSubscriptionMetrics(ctx.GetMetricsRegistry())
 	return nil
@@ -294,8 +312,16 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	// request's token; the write happens before Resolve returns.
 	ours := false
 	a, err := h.cache.Resolve(r.Context(), key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
-		ours = true
-		return h.query(ctx, base, org, tok)
+		direct := func(ctx context.Context) (subscription.Answer, error) {
+			ours = true
+			return h.query(ctx, base, org, tok)
+		}
+		if h.shared != nil {
+			// The answer of another instance, or this query shared
+			// with them; Redis failing, this query alone.
+			return h.shared.Resolve(ctx, key, h.policy, direct)
+		}
+		return direct(ctx)
 	})
 	if err == nil && a.Status == subscription.Unauthorized && !ours {
 		// The service refused the token of another member of the

@@ -53,6 +53,10 @@ type Answer struct {
 	// Message is the service's own text for NotFound (the 400 body), for
 	// logs; it may be empty.
 	Message string
+	// TrustedUntil, when set, is the latest time the answer may be kept:
+	// an answer that another process received earlier and shared carries
+	// the end of its trust there, so that passing it on does not extend it.
+	TrustedUntil time.Time
 }
 
 // ActiveAt reports whether a is an Active answer whose expires date is

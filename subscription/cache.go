@@ -183,23 +183,8 @@ func (c *Cache) Resolve(ctx context.Context, k Key, p Policy, query func(context
 
 // store keeps a for k according to p.
 func (c *Cache) store(k Key, a Answer, p Policy) {
-	now := c.now()
-	var until time.Time
-	switch a.Status {
-	case Active:
-		if !a.ActiveAt(now) {
-			return
-		}
-		until = a.Expires
-		if p.MaxAge > 0 && now.Add(p.MaxAge).Before(until) {
-			until = now.Add(p.MaxAge)
-		}
-	case Unpaid, NotFound:
-		if p.NegativeTTL <= 0 {
-			return
-		}
-		until = now.Add(p.NegativeTTL)
-	default:
+	until, ok := p.TrustUntil(a, c.now())
+	if !ok {
 		return
 	}
 

@@ -1,0 +1,28 @@
+package caddymodule
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/servicegate/servicegate/cluster"
+)
+
+// redisErrors counts failed Redis calls of the servicegate app, by op.
+var redisErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "servicegate",
+	Name:      "redis_errors_total",
+	Help:      "Redis calls that failed or took longer than the servicegate timeout, by op (get, set, lock, unlock, forget, publish, subscribe).",
+}, []string{"op"})
+
+// redisErrorsBy holds the counter of each op, so that counting needs no
+// label look-up.
+var redisErrorsBy = func() (by [len(cluster.Ops)]prometheus.Counter) {
+	for i, op := range cluster.Ops {
+		by[i] = redisErrors.WithLabelValues(op.String())
+	}
+	return by
+}()
+
+// registerRedisMetrics registers the collectors on reg.
+func registerRedisMetrics(reg prometheus.Registerer) {
+	registerCollector(reg, redisErrors)
+}

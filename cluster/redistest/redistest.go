@@ -1,0 +1,222 @@
+// Package redistest starts a throwaway redis-server for tests: on
+// 127.0.0.1, a free port, no persistence, in a temporary directory.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is a running redis-server.
+type Server struct {
+	// Addr is its host:port.
+	Addr string
+	// Port is its port.
+	Port int
+
+	t   testing.TB
+	bin string
+	dir string
+	cmd *exec.Cmd
+}
+
+// Binary is the redis-server the tests run: $REDIS_SERVER, else
+// redis-server on PATH, else /usr/bin/redis-server; "" when none exists.
+func Binary() string {
+	if b := os.Getenv("REDIS_SERVER"); b != "" {
+		return b
+	}
+	if b, err := exec.LookPath("redis-server"); err == nil {
+		return b
+	}
+	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
+		return "/usr/bin/redis-server"
+	}
+	return ""
+}
+
+// Start starts a redis-server on a free port and stops it when the test
+// ends. The test is skipped, saying why, when redis-server is not installed.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		t.Skip("redis-server is not installed (Debian: apt-get install redis-server); skipping the tests that need a real Redis")
+	}
+	s := &Server{t: t, dir: t.TempDir()}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Port = l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+	s.bin = bin
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Restart starts the server again on the same port after Stop.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
+	s.cmd.Dir = s.dir
+	out, err := os.Create(s.dir + "/redis.log")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.cmd.Stdout, s.cmd.Stderr = out, out
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("starting redis-server: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := s.Do("PING"); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(s.dir + "/redis.log")
+			s.t.Fatalf("redis-server did not answer on %s within 10s:\n%s", s.Addr, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server (as a crash would) and waits for it to exit.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Do sends one command in RESP and returns the reply as text: simple and
+// bulk strings as they are, integers in decimal, arrays flattened one
+// element a line. It needs no client library, so tests can inspect Redis
+// (INFO commandstats, KEYS) without touching the code under test.
+func (s *Server) Do(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", s.Addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	dl, _ := ctx.Deadline()
+	_ = conn.SetDeadline(dl)
+	var req strings.Builder
+	fmt.Fprintf(&req, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(req.String())); err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	if err := readReply(bufio.NewReader(conn), &out); err != nil {
+		return "", err
+	}
+	return out.String(), nil
+}
+
+// readReply reads one RESP2 reply into out.
+func readReply(r *bufio.Reader, out *strings.Builder) error {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return fmt.Errorf("empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		out.WriteString(line[1:])
+	case '-':
+		return fmt.Errorf("redis: %s", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return err
+		}
+		out.Write(buf[:n])
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				out.WriteByte('\n')
+			}
+			if err := readReply(r, out); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+// CommandCalls returns how many times each command ran since the last
+// CONFIG RESETSTAT, from INFO commandstats: "get" → 3.
+func (s *Server) CommandCalls() map[string]int {
+	s.t.Helper()
+	info, err := s.Do("INFO", "commandstats")
+	if err != nil {
+		s.t.Fatalf("INFO commandstats: %v", err)
+	}
+	calls := make(map[string]int)
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.Atoi(num)
+		calls[name] = n
+	}
+	return calls
+}
+
+// ResetStats clears the command counts (CONFIG RESETSTAT).
+func (s *Server) ResetStats() {
+	s.t.Helper()
+	if _, err := s.Do("CONFIG", "RESETSTAT"); err != nil {
+		s.t.Fatalf("CONFIG RESETSTAT: %v", err)
+	}
+}
+
+// Dbsize returns how many keys the server holds.
+func (s *Server) Dbsize(t testing.TB) int {
+	t.Helper()
+	out, err := s.Do("DBSIZE")
+	if err != nil {
+		t.Fatalf("DBSIZE: %v", err)
+	}
+	n, _ := strconv.Atoi(out)
+	return n
+}
