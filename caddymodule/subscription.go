@@ -14,9 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/cluster"
-	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/subscription"
-	"github.com/servicegate/servicegate/token"
 )
 
 // Defaults of service_subscription.
@@ -340,152 +338,10 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	return h.refuseAnswer(w, r, a)
 }
 
-// query sends one subscription query, counting and timing it. It runs once
-// for all the requests waiting on the same key.
-func (h *ServiceSubscription) query(ctx context.Context, base, org, token string) (subscription.Answer, error) {
-	start := time.Now()
-	a, err := h.client.Query(ctx, base, h.app, token)
-	subscriptionQueryDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		subscriptionQueriesBy.inc(queryError)
-		h.logger.Error("subscription query failed",
-			zap.String("organization", org),
-			zap.Bool("keyed_by_token", org == ""),
-			zap.String("app_identifier", h.app),
-			zap.Error(err))
-		return a, err
-	}
-	subscriptionQueriesBy.inc(subscriptionQueryOf(a.Status))
-	h.logger.Debug("subscription answer",
-		zap.String("organization", org),
-		zap.Bool("keyed_by_token", org == ""),
-		zap.String("app_identifier", h.app),
-		zap.Stringer("answer", a.Status),
-		zap.Time("expires", a.Expires),
-		zap.String("message", a.Message))
-	return a, nil
-}
-
-// serviceFailed applies on_error to a request whose subscription the
-// service could not answer.
-func (h *ServiceSubscription) serviceFailed(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, key subscription.Key, err error) error {
-	if r.Context().Err() != nil {
-		// The client went away while waiting; nobody reads an answer.
-		return caddyhttp.Error(499, err)
-	}
-	switch h.onError {
-	case onErrorAllow:
-		return next.ServeHTTP(w, r)
-	case onErrorStale:
-		if _, ok := h.cache.Stale(key, h.staleGrace); ok {
-			h.logger.Info("service unavailable: trusting the lapsed active subscription",
-				zap.String("organization", key.Organization))
-			return next.ServeHTTP(w, r)
-		}
-	}
-	w.Header().Set("Retry-After", "30")
-	return refuse(w, r, http.StatusServiceUnavailable, "The subscription of your organization cannot be checked right now. Try again in a moment.")
-}
-
-// refuseAnswer answers a request whose subscription is not active.
-func (h *ServiceSubscription) refuseAnswer(w http.ResponseWriter, r *http.Request, a subscription.Answer) error {
-	switch a.Status {
-	case subscription.Unpaid:
-		writePaymentRequired(w, r, "Your organization has not subscribed to this app. Subscribe to continue.", a.SubscribeLink)
-		return nil
-	case subscription.Active:
-		// An active answer whose expires date has passed.
-		writePaymentRequired(w, r, "The subscription of your organization to this app has ended. Renew it to continue.", "")
-		return nil
-	case subscription.Unauthorized:
-		w.Header().Set("WWW-Authenticate", h.badToken)
-		return refuse(w, r, http.StatusUnauthorized, "The service did not accept your access token. Sign in again.")
-	default:
-		return refuse(w, r, http.StatusForbidden, "This app has no subscription for your organization. Ask an organization admin to add one.")
-	}
-}
-
 // paymentRequiredBody is the JSON answer to an unpaid organization.
 type paymentRequiredBody struct {
 	errorBody
 	SubscribeLink string `json:"subscribe_link,omitempty"`
-}
-
-// writePaymentRequired writes the 402 answer: always written here (not
-// left to handle_errors) so that the link reaches the person. link is an
-// absolute http(s) URL or empty.
-func writePaymentRequired(w http.ResponseWriter, r *http.Request, message, link string) {
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set("http.service.subscribe_link", link)
-	}
-	if link != "" {
-		w.Header().Set("Location", link)
-	}
-	if !respond.WantsHTML(r.Header) {
-		var b paymentRequiredBody
-		b.Error.Message = message
-		b.SubscribeLink = link
-		out, _ := respond.MarshalJSON(b) // strings always marshal
-		respond.JSON(w, http.StatusPaymentRequired, out)
-		return
-	}
-	respond.WritePage(w, http.StatusPaymentRequired, respond.Page{
-		Title:    "Subscription needed",
-		Message:  message,
-		Link:     link,
-		LinkText: "Subscribe",
-	})
-}
-
-// expandBase expands the request placeholders of base_url and validates the
-// result. Each value must be a non-empty run of host-name characters, so a
-// value can neither move the query to another host nor into the path.
-func (h *ServiceSubscription) expandBase(r *http.Request) (string, error) {
-	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	if !ok {
-		return "", errors.New("no replacer in the request context")
-	}
-	base, err := repl.ReplaceFunc(h.base, func(variable string, val any) (any, error) {
-		s := caddy.ToString(val)
-		if !hostLabelSafe(s) {
-			return nil, fmt.Errorf("placeholder {%s} is empty or holds characters a host name cannot", variable)
-		}
-		return s, nil
-	})
-	if err != nil {
-		return "", err
-	}
-	if err := subscription.ValidateBaseURL(base); err != nil {
-		return "", err
-	}
-	return base, nil
-}
-
-// hostLabelSafe reports whether s is non-empty and made of letters, digits, '.',
-// '-' and '_'.
-func hostLabelSafe(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// subscriptionBearerToken returns the token of an Authorization header value
-// of the Bearer scheme, or "": the token service_auth would read. Without
-// service_auth in front, the token goes to the service unverified, so a
-// value that is not even of bearer token syntax is not sent at all.
-func subscriptionBearerToken(header string) string {
-	tok, _ := token.FromAuthorization(header)
-	if !token.IsB64Token(tok) {
-		return ""
-	}
-	return tok
 }
 
 // Interface guards.
