@@ -205,7 +205,7 @@ func TestE2ESubscriptionPurgeReachesThisInstance(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != `{"organization":"globex","forgotten":1,"shared":1}` {
+	if resp.StatusCode != 200 || string(body) != "{\"organization\":\"globex\",\"forgotten\":1,\"shared\":1}\n" {
 		t.Fatalf("purge: %d %s", resp.StatusCode, body)
 	}
 	if n := srv.Dbsize(t); n != 0 {
