@@ -3,6 +3,8 @@ package subscription
 import (
 	"context"
 	"crypto/sha256"
+	"hash/maphash"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,23 +75,73 @@ type Policy struct {
 // Cache keeps subscription answers, at most a fixed number of them; when
 // full, the least recently used answer goes. Its methods are safe for
 // concurrent use.
+//
+// An answer costs little memory beyond its organization key: entries are
+// filed by a hash of their Key (and checked against the Key on a hit, so
+// two keys of one hash never share an answer), the base URL and app of
+// the entries of one service are kept once, and an answer keeps only what
+// callers read back.
 type Cache struct {
 	now     func() time.Time
 	size    int
+	seed    maphash.Seed
 	flights singleflight.Group
 
 	mu      sync.Mutex
-	entries map[Key]*entry
+	entries map[uint64]*entry
+	scopes  map[scopeKey]*scope
 	lru     entry // sentinel: lru.next is the most recently used
 }
 
+// scopeKey is the service and app of a Key; scope keeps it once for all
+// the entries that share it, and counts them.
+type scopeKey struct{ baseURL, app string }
+
+type scope struct {
+	scopeKey
+	entries int
+}
+
 type entry struct {
-	key    Key
-	answer Answer
-	// until is when the answer stops being trusted: expires (capped by
-	// MaxAge) for Active, the negative TTL for the others.
-	until      time.Time
+	hash  uint64
+	scope *scope
+	// id is the organization, or with byToken the SHA-256 of the token.
+	id      string
+	byToken bool
+	status  Status
+	// expires is the Active answer's expires date, until when it stops
+	// being trusted (expires capped by MaxAge for Active, the negative
+	// TTL for the others); both in Unix nanoseconds.
+	expires, until int64
+	// text is the SubscribeLink of an Unpaid answer, or the Message of a
+	// NotFound one.
+	text       string
 	prev, next *entry
+}
+
+// matches tells whether e holds the answer for k.
+func (e *entry) matches(k Key) bool {
+	if e.scope.baseURL != k.BaseURL || e.scope.app != k.App {
+		return false
+	}
+	if k.Organization != "" {
+		return !e.byToken && e.id == k.Organization
+	}
+	return e.byToken && e.id == string(k.Token[:])
+}
+
+// answer is the answer e holds.
+func (e *entry) answer() Answer {
+	a := Answer{Status: e.status}
+	switch e.status {
+	case Active:
+		a.Expires = time.Unix(0, e.expires).UTC()
+	case Unpaid:
+		a.SubscribeLink = e.text
+	case NotFound:
+		a.Message = e.text
+	}
+	return a
 }
 
 // NewCache returns a cache of at most size answers (at least 1) that reads
@@ -101,7 +153,7 @@ func NewCache(size int, now func() time.Time) *Cache {
 	if now == nil {
 		now = time.Now
 	}
-	c := &Cache{now: now, size: size, entries: make(map[Key]*entry)}
+	c := &Cache{now: now, size: size, seed: maphash.MakeSeed(), entries: make(map[uint64]*entry), scopes: make(map[scopeKey]*scope)}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	return c
 }
@@ -110,15 +162,16 @@ func NewCache(size int, now func() time.Time) *Cache {
 // answer is trusted until the earlier of its expires date and its MaxAge;
 // the others until their negative TTL ends.
 func (c *Cache) Lookup(k Key) (Answer, bool) {
-	now := c.now()
+	now := c.now().UnixNano()
+	h := maphash.Comparable(c.seed, k)
 	c.mu.Lock()
-	e, ok := c.entries[k]
-	if !ok || !now.Before(e.until) {
+	e, ok := c.entries[h]
+	if !ok || now >= e.until || !e.matches(k) {
 		c.mu.Unlock()
 		return Answer{}, false
 	}
 	c.touch(e)
-	a := e.answer
+	a := e.answer()
 	c.mu.Unlock()
 	return a, true
 }
@@ -131,11 +184,11 @@ func (c *Cache) Stale(k Key, grace time.Duration) (Answer, bool) {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[k]
-	if !ok || e.answer.Status != Active || !now.Before(e.answer.Expires.Add(grace)) {
+	e, ok := c.entries[maphash.Comparable(c.seed, k)]
+	if !ok || !e.matches(k) || e.status != Active || !now.Before(time.Unix(0, e.expires).Add(grace)) {
 		return Answer{}, false
 	}
-	return e.answer, true
+	return e.answer(), true
 }
 
 // Resolve returns the answer for k: the one kept while it is trusted, else
@@ -188,20 +241,64 @@ func (c *Cache) store(k Key, a Answer, p Policy) {
 		return
 	}
 
+	h := maphash.Comparable(c.seed, k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[k]; ok {
-		e.answer, e.until = a, until
+	e, ok := c.entries[h]
+	switch {
+	case ok && e.matches(k):
 		c.touch(e)
-		return
+	case ok:
+		// Another key of the same hash: the newer answer takes its place.
+		c.remove(e)
+		fallthrough
+	default:
+		for len(c.entries) >= c.size {
+			c.remove(c.lru.prev)
+		}
+		e = &entry{hash: h, scope: c.scope(k)}
+		if k.Organization != "" {
+			e.id = k.Organization
+		} else {
+			e.id, e.byToken = string(k.Token[:]), true
+		}
+		c.entries[h] = e
+		c.link(e)
 	}
-	for len(c.entries) >= c.size {
-		c.remove(c.lru.prev)
+	e.status, e.until, e.expires, e.text = a.Status, nanos(until), 0, ""
+	switch a.Status {
+	case Active:
+		e.expires = nanos(a.Expires)
+	case Unpaid:
+		e.text = a.SubscribeLink
+	case NotFound:
+		e.text = a.Message
 	}
-	e := &entry{key: k, answer: a, until: until}
-	c.entries[k] = e
-	c.link(e)
 }
+
+// scope is the one scope of k's base URL and app, counting one more
+// entry. c.mu is held.
+func (c *Cache) scope(k Key) *scope {
+	sk := scopeKey{k.BaseURL, k.App}
+	s, ok := c.scopes[sk]
+	if !ok {
+		s = &scope{scopeKey: sk}
+		c.scopes[sk] = s
+	}
+	s.entries++
+	return s
+}
+
+// nanos is t in Unix nanoseconds, a date past 2262 (which they cannot
+// hold) as the last one they can.
+func nanos(t time.Time) int64 {
+	if t.After(lastNano) {
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var lastNano = time.Unix(0, math.MaxInt64)
 
 // Forget drops every answer kept for the organization (under any base URL
 // and app) and returns how many there were.
@@ -212,8 +309,8 @@ func (c *Cache) Forget(organization string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for k, e := range c.entries {
-		if k.Organization == organization {
+	for _, e := range c.entries {
+		if !e.byToken && e.id == organization {
 			c.remove(e)
 			n++
 		}
@@ -248,5 +345,8 @@ func (c *Cache) link(e *entry) {
 func (c *Cache) remove(e *entry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
-	delete(c.entries, e.key)
+	delete(c.entries, e.hash)
+	if e.scope.entries--; e.scope.entries == 0 {
+		delete(c.scopes, e.scope.scopeKey)
+	}
 }
