@@ -18,7 +18,7 @@ import (
 // A new buffer starts at 4 KiB at most (a pooled one, memory already held,
 // is used as it is) and doubles as it fills, never past the declared
 // length (plus one byte, to see the end) while the client keeps its word,
-// so it holds at most about twice what was received.
+// so it holds at most about four times what was received.
 //
 // The buffer comes from a pool and goes back to it once both the handler
 // that read the body is done (Release) and the body is closed (Close):
@@ -41,6 +41,9 @@ const (
 	MaxPooled = 128 << 10
 	// firstBuffer is the most a body allocates before its bytes arrive.
 	firstBuffer = 4 << 10
+	// growth is how much a full buffer grows: four times, so that a 5 MB
+	// body is copied six times on its way in rather than eleven.
+	growth = 4
 )
 
 var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
@@ -102,11 +105,11 @@ func ReadAll(src io.Reader, declared, limit int64) (*Body, error) {
 	return b, nil
 }
 
-// grow returns a copy of the full buf with twice the room (at least
+// grow returns a copy of the full buf with growth times the room (at least
 // firstBuffer), up to the declared length plus one while the body is
 // within it, and never over limit plus one.
 func grow(buf []byte, declared, limit int64) []byte {
-	size := max(2*int64(cap(buf)), firstBuffer)
+	size := max(growth*int64(cap(buf)), firstBuffer)
 	if declared >= 0 && int64(len(buf)) <= declared {
 		size = min(size, declared+1)
 	}

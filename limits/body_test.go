@@ -105,14 +105,14 @@ func TestBodyDeclaredLengthSizesNothing(t *testing.T) {
 }
 
 // A client that keeps its word: the buffer grows with the bytes received
-// (at most about twice them) and ends at the declared length plus one.
+// (at most about growth times them) and ends at the declared length plus one.
 func TestBodyGrowsWithBytesReceived(t *testing.T) {
 	withPool(t, &recordingPool{})
 	const declared = 5 << 20
 	data := bytes.Repeat([]byte("x"), declared)
 	largest := 0
 	src := &capReader{data: data, step: 32 << 10, checked: func(sent, room int) {
-		if c := sent + room; c > 2*sent+firstBuffer {
+		if c := sent + room; c > growth*sent+firstBuffer {
 			t.Fatalf("after %d bytes received the buffer holds %d", sent, c)
 		}
 		largest = max(largest, sent+room)
@@ -299,7 +299,7 @@ func FuzzReadAll(f *testing.F) {
 		if err != nil || !bytes.Equal(b.Bytes(), data) {
 			t.Fatalf("%d bytes with limit %d: %v", len(data), limit, err)
 		}
-		if declared >= 0 && int64(len(data)) <= declared && cap(b.Bytes()) > max(2*len(data), firstBuffer) {
+		if declared >= 0 && int64(len(data)) <= declared && cap(b.Bytes()) > max(growth*len(data), firstBuffer) {
 			t.Fatalf("%d bytes (declared %d) in a buffer of %d", len(data), declared, cap(b.Bytes()))
 		}
 		b.Release()
