@@ -235,6 +235,9 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
 	for i := range routes {
 		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
+			// Caddy cleans up only modules that provisioned: let go of
+			// what the routes before this one hold (queues, watchers).
+			_ = a.Cleanup()
 			return err
 		}
 	}

@@ -36,8 +36,10 @@ type WebhookQueue struct {
 	To string `json:"to,omitempty"`
 
 	// Dir holds the queue's file. Handlers naming the same directory share
-	// one queue. Default: servicegate/webhook-queue in Caddy's data
-	// directory.
+	// one queue (each delivery keeps its own To); its delivery settings
+	// below are those of the config that opened it, kept across reloads
+	// until no config uses it. Default: servicegate/webhook-queue in
+	// Caddy's data directory.
 	Dir string `json:"dir,omitempty"`
 
 	// Concurrency caps the deliveries in flight toward the app. Default 8.
