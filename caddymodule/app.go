@@ -281,13 +281,13 @@ func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
 				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
 			}
 		}
+		if c, ok := h.(caddy.CleanerUpper); ok {
+			a.cleanups = append(a.cleanups, c)
+		}
 		if v, ok := h.(caddy.Validator); ok {
 			if err := v.Validate(); err != nil {
 				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
 			}
-		}
-		if c, ok := h.(caddy.CleanerUpper); ok {
-			a.cleanups = append(a.cleanups, c)
 		}
 	}
 	switch {
