@@ -131,28 +131,8 @@ func TestWebhookQueueSurvivesSIGKILL(t *testing.T) {
 	waitListening(t, base+"/ready", first)
 
 	// 1,000 deliveries from 16 senders, every one acknowledged.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= total {
-					return
-				}
-				status, _ := sendQueuedTo(base+"/webhooks", fmt.Sprintf("org%d.example", i%10), queuedDelivery(i))
-				if status != http.StatusAccepted {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if failed.Load() != 0 {
-		t.Fatalf("%d deliveries were not acknowledged", failed.Load())
+	if failed := sendQueuedMany(base+"/webhooks", total, 16, 10, queuedDelivery); failed != 0 {
+		t.Fatalf("%d deliveries were not acknowledged", failed)
 	}
 	before := app.total()
 	first.kill() // SIGKILL mid-delivery: the app is slow, most are still queued
@@ -166,6 +146,31 @@ func TestWebhookQueueSurvivesSIGKILL(t *testing.T) {
 	waitUntil(t, "every acknowledged delivery after the restart", func() bool { return app.distinct() == total })
 	t.Logf("%d of %d were delivered before the kill; all %d after the restart (%d acknowledged twice: in flight at the kill)",
 		before, total, total, app.total()-total)
+}
+
+// sendQueuedMany sends total signed deliveries to url from senders
+// goroutines, delivery i from organization i%orgs with the body body(i),
+// and counts those not acknowledged with 202.
+func sendQueuedMany(url string, total, senders, orgs int, body func(i int) string) int64 {
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				if status, _ := sendQueuedTo(url, fmt.Sprintf("org%d.example", i%orgs), body(i)); status != http.StatusAccepted {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return failed.Load()
 }
 
 // sendQueuedTo posts one signed delivery to url.
@@ -234,30 +239,14 @@ func TestWebhookQueueBurstStaysOnDisk(t *testing.T) {
 	startRSS, _ := rssKiB(t, p.cmd.Process.Pid)
 
 	padding := strings.Repeat("x", 900) // about 1 KB a delivery
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= total {
-					return
-				}
-				body := fmt.Sprintf(`{"events":[{"event":"project.translated","project":{"id":"%d"},"pad":"%s"}]}`, i, padding)
-				if status, _ := sendQueuedTo(base+"/webhooks", fmt.Sprintf("org%d.example", i%50), body); status != http.StatusAccepted {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	failed := sendQueuedMany(base+"/webhooks", total, 32, 50, func(i int) string {
+		return fmt.Sprintf(`{"events":[{"event":"project.translated","project":{"id":"%d"},"pad":"%s"}]}`, i, padding)
+	})
 	elapsed := time.Since(start)
 	_, peak := rssKiB(t, p.cmd.Process.Pid)
-	if failed.Load() != 0 {
-		t.Fatalf("%d of %d deliveries were not acknowledged", failed.Load(), total)
+	if failed != 0 {
+		t.Fatalf("%d of %d deliveries were not acknowledged", failed, total)
 	}
 	grew := (peak - startRSS) / 1024
 	t.Logf("%d deliveries acknowledged in %s (%.0f/s) while the app took %d; Caddy RSS %d MiB at start, peak %d MiB (+%d MiB)",
