@@ -174,12 +174,23 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 
-	body, err := l.readRequest(w, r, ctx)
-	if body != nil {
-		defer body.Release()
-	}
-	if err != nil {
-		return l.refuseRequest(w, r, err)
+	// Without a contract, a request of declared length (within the limit,
+	// checked above) goes to the app as it arrives: net/http holds it to
+	// that length, and a client that stops short leaves the app with a
+	// request cut off before its length, never a shorter complete one. A
+	// request of unknown length, or one the contract must read, is read
+	// whole first.
+	stream := l.Contract == "" && r.ContentLength > 0
+	var body *limits.Body
+	var err error
+	if !stream {
+		body, err = l.readRequest(w, r, ctx)
+		if body != nil {
+			defer body.Release()
+		}
+		if err != nil {
+			return l.refuseRequest(w, r, err)
+		}
 	}
 
 	var job *contract.Job
@@ -202,9 +213,15 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	}
 
 	up := r.WithContext(ctx)
-	if body == nil {
+	switch {
+	case stream:
+		// up.Body and up.ContentLength are the request's.
+		if r.Header.Get("Content-Length") == "" {
+			r.Header.Set("Content-Length", strconv.FormatInt(r.ContentLength, 10))
+		}
+	case body == nil:
 		up.Body, up.ContentLength = http.NoBody, 0
-	} else {
+	default:
 		up.Body, up.ContentLength = body, int64(body.Len())
 		if r.Header.Get("Content-Length") == "" {
 			r.Header.Set("Content-Length", strconv.Itoa(body.Len()))

@@ -226,3 +226,43 @@ func TestLimitsResponses(t *testing.T) {
 
 // TestLimitsOutcomes covers what the app (the next handler) may do besides
 // answering: take too long, cut its answer off, fail, or lose its client.
+
+// TestLimitsPassesDeclaredRequestsAsTheyArrive: without a contract, a
+// request of declared length within the limit reaches the app as the
+// client sends it, without a copy; with a contract it is read first.
+func TestLimitsPassesDeclaredRequestsAsTheyArrive(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		limits   *ServiceLimits
+		declared bool
+		stream   bool
+	}{
+		{"declared, no contract", &ServiceLimits{MaxRequestSize: 1000}, true, true},
+		{"unsized, no contract", &ServiceLimits{MaxRequestSize: 1000}, false, false},
+		{"declared, contract", &ServiceLimits{MaxRequestSize: 1000, Contract: "custom-file-format", Mode: "report"}, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newTestLimits(t, c.limits)
+			sent := []byte(`{"jobType":"parse-file"}`)
+			original := io.NopCloser(bytes.NewReader(sent))
+			req := httptest.NewRequest(http.MethodPost, "/file-format/parse", nil)
+			req.Body, req.ContentLength = original, int64(len(sent))
+			if !c.declared {
+				req.ContentLength = -1
+			}
+			var same bool
+			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				same = r.Body == original
+				io.Copy(io.Discard, r.Body)
+				w.Write([]byte(`{"error":{"message":"x"}}`))
+				return nil
+			})
+			if err := l.ServeHTTP(httptest.NewRecorder(), req, next); err != nil {
+				t.Fatal(err)
+			}
+			if same != c.stream {
+				t.Errorf("the app read the client's own body: %v, want %v", same, c.stream)
+			}
+		})
+	}
+}
