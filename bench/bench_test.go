@@ -217,7 +217,7 @@ func TestSelectChains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"auth", "auth-subscription", "app-api", "webhook-1k", "webhook-5m", "webhook-queue-1k",
+	want := []string{"auth", "auth-subscription", "auth-subscription-redis", "app-api", "webhook-1k", "webhook-5m", "webhook-queue-1k",
 		"limits-100k", "limits-rss", "limits-rss-contract", "contract-5m"}
 	var got []string
 	for _, c := range all {
@@ -233,7 +233,7 @@ func TestSelectChains(t *testing.T) {
 	if _, err := selectChains([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "known:") {
 		t.Errorf("unknown chain: %v", err)
 	}
-	for _, n := range []string{"app-api", "webhook-queue-1k", "limits-rss-contract", "contract-5m"} {
+	for _, n := range []string{"auth-subscription-redis", "app-api", "webhook-queue-1k", "limits-rss-contract", "contract-5m"} {
 		one, err := selectChains([]string{n})
 		if err != nil || len(one) != 1 || one[0].name != n {
 			t.Errorf("selectChains(%s) = %v, %v", n, one, err)
@@ -255,7 +255,7 @@ func TestChainCaddyfilesAdapt(t *testing.T) {
 			}
 			plain, chain := c.caddyfiles(env)
 			for side, cfg := range map[string]string{"plain": plain, "chain": chain} {
-				for _, ph := range []string{"{out}", "{emulator}", "{upstream}"} {
+				for _, ph := range []string{"{out}", "{emulator}", "{upstream}", "{redis}"} {
 					if strings.Contains(cfg, ph) {
 						t.Errorf("%s side keeps the bench placeholder %s:\n%s", side, ph, cfg)
 					}

@@ -32,14 +32,27 @@ const (
 	goalNone                  // reported only
 )
 
-// chain is one A/B comparison: plain reverse_proxy against handlers +
-// reverse_proxy, both inside route, both sent the same request.
+// chain is one A/B comparison: plain reverse_proxy (or plainHandlers +
+// reverse_proxy) against handlers + reverse_proxy, both inside route, both
+// sent the same request.
 type chain struct {
 	name, title string
 	// handlers are the Caddyfile lines before reverse_proxy in the route;
-	// {emulator}, {upstream} and {out} stand for the emulator's port, the
-	// upstream's port and the directory bench/out.
+	// {emulator}, {upstream}, {redis} and {out} stand for the emulator's
+	// port, the upstream's port, the Redis port and the directory bench/out.
 	handlers string
+	// plainHandlers, when set, are the plain side's lines before
+	// reverse_proxy (placeholders as in handlers): a chain that compares
+	// two configurations of the same handlers rather than handlers against
+	// none.
+	plainHandlers string
+	// globals, when set, are lines added to the chain side's global
+	// options (placeholders as in handlers).
+	globals string
+	// redis: the bench runs a redis-server of its own on ports.redis for
+	// the chain, and reads its INFO commandstats after the last round;
+	// without redis-server installed the chain is skipped.
+	redis bool
 	// files are written into bench/out before the chain's Caddy starts
 	// (name → content), e.g. an app descriptor.
 	files map[string]string
@@ -125,6 +138,11 @@ const appDescriptor = `{
 }
 `
 
+// authSubscriptionHandlers are the handlers of the auth-subscription
+// chains.
+const authSubscriptionHandlers = "service_auth {\n\ths256_secret " + benchSecret + "\n}\n" +
+	"service_subscription {\n\tapp_identifier demo-app\n\tbase_url http://127.0.0.1:{emulator}\n}"
+
 var allChains = []*chain{
 	{
 		name: "auth", title: "service_auth (HS256) + reverse_proxy, GET with a valid token",
@@ -133,10 +151,20 @@ var allChains = []*chain{
 	},
 	{
 		name: "auth-subscription", title: "service_auth + service_subscription (cache hit) + reverse_proxy",
-		handlers: "service_auth {\n\ths256_secret " + benchSecret + "\n}\n" +
-			"service_subscription {\n\tapp_identifier demo-app\n\tbase_url http://127.0.0.1:{emulator}\n}",
+		handlers:  authSubscriptionHandlers,
 		extraSite: emulatorSite,
 		request:   withToken(true), load: loadWrk, goal: goalRatio, target: 0.97, warm: 50,
+	},
+	{
+		// Both sides run the same handlers and serve cache hits; only the
+		// chain side has the servicegate app on a Redis of the bench's own.
+		name: "auth-subscription-redis", title: "auth-subscription (cache hit) with `servicegate { redis … }` (chain) against without it (plain)",
+		plainHandlers: authSubscriptionHandlers,
+		handlers:      authSubscriptionHandlers,
+		globals:       "servicegate {\n\tredis redis://127.0.0.1:{redis}\n}",
+		redis:         true,
+		extraSite:     emulatorSite,
+		request:       withToken(true), load: loadWrk, goal: goalRatio, target: 0.97, warm: 50,
 	},
 	{
 		name: "app-api", title: "service_app (token + subscription, cache hit) + reverse_proxy, GET with a valid token",
@@ -292,6 +320,9 @@ type chainResult struct {
 	answerSize   int // bytes of the answer to the probe of the plain side
 	notes        []string
 	err          error
+	// skip, when set, says why the chain was not run (a tool missing from
+	// the machine); it is not a failure.
+	skip string
 }
 
 func median(v []float64) float64 {
@@ -310,14 +341,20 @@ func median(v []float64) float64 {
 // request, measures them alternately and records their peak RSS.
 func (c *chain) run(env *benchEnv) (res *chainResult) {
 	res = &chainResult{c: c}
+	if c.redis && env.noRedis != "" {
+		res.skip = env.noRedis
+		return res
+	}
 	rq, note, err := c.request(env)
 	if err != nil {
 		res.err = fmt.Errorf("preparing the request: %w", err)
 		return res
 	}
 	res.bodySize = len(rq.body)
-	if note != "" {
-		res.notes = append(res.notes, note)
+	for _, n := range []string{c.sidesNote(), note} {
+		if n != "" {
+			res.notes = append(res.notes, n)
+		}
 	}
 	p := env.ports
 
@@ -332,6 +369,15 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 			return res
 		}
 		defer os.RemoveAll(dir) // after the Caddys have stopped (deferred later)
+	}
+
+	var redis *proc
+	if c.redis {
+		if redis, err = startRedis(env, c.name); err != nil {
+			res.err = err
+			return res
+		}
+		defer redis.stop() // after the Caddys have stopped (deferred later)
 	}
 
 	plainCfg, chainCfg := c.caddyfiles(env)
@@ -385,6 +431,9 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 	if len(c.metrics) > 0 {
 		res.notes = append(res.notes, readMetrics(client, "http://"+loopback(p.chainAdmin), c.metrics))
 	}
+	if redis != nil {
+		res.notes = append(res.notes, redisNote(loopback(p.redis), res.chain))
+	}
 	for _, s := range []struct {
 		p *caddySide
 		r *sideResult
@@ -407,25 +456,41 @@ func (c *chain) writeFiles(dir string) error {
 	return nil
 }
 
+// sidesNote says what the sides of a chain whose plain side is not plain
+// reverse_proxy are, or is empty.
+func (c *chain) sidesNote() string {
+	if c.plainHandlers == "" {
+		return ""
+	}
+	if c.plainHandlers != c.handlers || c.globals == "" {
+		return "the plain side runs its own handlers before reverse_proxy, not reverse_proxy alone"
+	}
+	return "both sides run the same handlers; only the chain side has the global options `" +
+		strings.Join(strings.Fields(c.globals), " ") + "`"
+}
+
 // caddyfiles are the Caddyfiles of the chain's plain side and chain side.
 func (c *chain) caddyfiles(env *benchEnv) (plain, chain string) {
 	p := env.ports
-	plain = globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS) + "\n" + siteWithRoute(p.plainHTTP, "", p.upstream)
-	chain = globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS) + "\n" + siteWithRoute(p.chainHTTP, c.expand(env), p.upstream)
+	plain = globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS, "") + "\n" +
+		siteWithRoute(p.plainHTTP, c.expand(env, c.plainHandlers), p.upstream)
+	chain = globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS, c.expand(env, c.globals)) + "\n" +
+		siteWithRoute(p.chainHTTP, c.expand(env, c.handlers), p.upstream)
 	if c.extraSite != nil {
 		chain += "\n" + c.extraSite(p)
 	}
 	return plain, chain
 }
 
-// expand is the chain's handlers with {emulator}, {upstream} and {out}
-// replaced.
-func (c *chain) expand(env *benchEnv) string {
+// expand is lines of the chain's Caddyfile with {emulator}, {upstream},
+// {redis} and {out} replaced.
+func (c *chain) expand(env *benchEnv, lines string) string {
 	return strings.NewReplacer(
 		"{emulator}", fmt.Sprint(env.ports.emulator),
 		"{upstream}", fmt.Sprint(env.ports.upstream),
+		"{redis}", fmt.Sprint(env.ports.redis),
 		"{out}", env.out,
-	).Replace(c.handlers)
+	).Replace(lines)
 }
 
 // order is the sides of round i: plain first in even rounds, chain first

@@ -69,7 +69,7 @@ func run(args []string) error {
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	if err := ensureWrk(o.install); err != nil {
+	if err := ensureTool("wrk", "wrk", o.install); err != nil {
 		return err
 	}
 	outDir := filepath.Join(root, "bench", "out")
@@ -94,6 +94,14 @@ func run(args []string) error {
 	}
 
 	env := &benchEnv{opts: o, root: root, out: outDir, ports: p, caddyBin: filepath.Join(outDir, "caddy")}
+	for _, c := range chains {
+		if c.redis {
+			if err := ensureTool("redis-server", "redis-server", o.install); err != nil {
+				env.noRedis = err.Error()
+			}
+			break
+		}
+	}
 	up, err := startUpstream(env)
 	if err != nil {
 		return err
@@ -109,6 +117,8 @@ func run(args []string) error {
 		if r.err != nil {
 			failed++
 			logf("chain %s FAILED: %v", c.name, r.err)
+		} else if r.skip != "" {
+			logf("chain %s SKIPPED: %s", c.name, r.skip)
 		}
 		res.chains = append(res.chains, r)
 	}
@@ -145,7 +155,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.connections, "connections", 32, "wrk connections")
 	fs.IntVar(&o.threads, "threads", 2, "wrk threads")
 	fs.BoolVar(&o.quick, "quick", false, "self-check: 1 round of 2 s, short go benchmarks, results to bench/out/results-quick.md")
-	fs.BoolVar(&o.install, "install", false, "install wrk with apt-get when it is missing (needs root; implied by CI=true)")
+	fs.BoolVar(&o.install, "install", false, "install wrk (and redis-server, for the chains that need it) with apt-get when missing (needs root; implied by CI=true)")
 	fs.StringVar(&o.out, "out", "", "markdown file to write the results section into (default BENCHMARKS.md, or bench/out/results-quick.md with -quick)")
 	fs.BoolVar(&o.goBench, "gobench", true, "also run go test -bench over token, signature, subscription and caddymodule")
 	fs.StringVar(&o.benchTime, "benchtime", "1s", "go test -benchtime")
@@ -232,17 +242,18 @@ func repoRoot() (string, error) {
 	}
 }
 
-// ensureWrk checks that wrk is installed, and installs it with apt-get when
-// asked to (or on CI) and running as root.
-func ensureWrk(install bool) error {
-	if _, err := exec.LookPath("wrk"); err == nil {
+// ensureTool checks that the program bin is installed, and installs the
+// Debian package pkg with apt-get when asked to (or on CI) and running as
+// root.
+func ensureTool(bin, pkg string, install bool) error {
+	if _, err := exec.LookPath(bin); err == nil {
 		return nil
 	}
 	if !(install || os.Getenv("CI") == "true") || os.Geteuid() != 0 {
-		return fmt.Errorf("wrk is not installed: run `apt-get install -y wrk` (or rerun as root with -install)")
+		return fmt.Errorf("%s is not installed: run `apt-get install -y %s` (or rerun as root with -install)", bin, pkg)
 	}
-	logf("wrk is missing: installing it with apt-get")
-	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "wrk"}} {
+	logf("%s is missing: installing it with apt-get", bin)
+	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", pkg}} {
 		cmd := exec.Command("apt-get", args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
@@ -250,8 +261,8 @@ func ensureWrk(install bool) error {
 			return fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
 		}
 	}
-	if _, err := exec.LookPath("wrk"); err != nil {
-		return fmt.Errorf("wrk still not found after apt-get install: %w", err)
+	if _, err := exec.LookPath(bin); err != nil {
+		return fmt.Errorf("%s still not found after apt-get install %s: %w", bin, pkg, err)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ type ports struct {
 	plainHTTPS                 int
 	chainAdmin, chainHTTP      int
 	chainHTTPS, emulator       int
+	redis                      int // the redis-server of the chains that need one
 	testAdmin, testHTTP, testS int
 }
 
@@ -32,6 +33,7 @@ func newPorts(base int) ports {
 		upstream:   base + 1,
 		plainAdmin: base + 19, plainHTTP: base + 80, plainHTTPS: base + 443,
 		chainAdmin: base + 29, chainHTTP: base + 90, chainHTTPS: base + 453, emulator: base + 91,
+		redis:     base + 93,
 		testAdmin: base + 109, testHTTP: base + 180, testS: base + 143,
 	}
 }
@@ -39,7 +41,7 @@ func newPorts(base int) ports {
 // checkFree fails early, and says which port, when another program already
 // listens on one of the ports.
 func (p ports) checkFree() error {
-	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.testAdmin, p.testHTTP} {
+	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.redis, p.testAdmin, p.testHTTP} {
 		ln, err := net.Listen("tcp", loopback(port))
 		if err != nil {
 			return fmt.Errorf("port %d on 127.0.0.1 is in use (another bench run? choose other ports with -port-base): %w", port, err)
@@ -58,6 +60,9 @@ type benchEnv struct {
 	out      string
 	ports    ports
 	caddyBin string
+	// noRedis, when set, says why the chains that need redis-server are
+	// skipped (it is not installed).
+	noRedis string
 }
 
 // proc is a child process whose output goes to a log file in bench/out.
@@ -254,8 +259,15 @@ type caddySide struct {
 }
 
 // globalOptions is the global block of every bench Caddyfile: loopback
-// only, no HTTPS, no saved config, quiet logs.
-func globalOptions(admin, httpPort, httpsPort int) string {
+// only, no HTTPS, no saved config, quiet logs; then extra (Caddyfile
+// lines, may be empty).
+func globalOptions(admin, httpPort, httpsPort int, extra string) string {
+	var more strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(extra), "\n") {
+		if strings.TrimSpace(line) != "" {
+			more.WriteString("\t" + line + "\n")
+		}
+	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	http_port %d
@@ -268,8 +280,8 @@ func globalOptions(admin, httpPort, httpsPort int) string {
 	log {
 		level WARN
 	}
-}
-`, admin, httpPort, httpsPort)
+%s}
+`, admin, httpPort, httpsPort, more.String())
 }
 
 // siteWithRoute is a site on port whose one route runs handlers (Caddyfile

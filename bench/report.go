@@ -231,6 +231,8 @@ func (rep *report) markdown() string {
 		switch {
 		case r.err != nil:
 			errs = append(errs, fmt.Sprintf("- **%s**: NOT MEASURED: %s", r.c.name, oneLine(r.err.Error())))
+		case r.skip != "":
+			errs = append(errs, fmt.Sprintf("- **%s**: SKIPPED: %s", r.c.name, oneLine(r.skip)))
 		case r.c.load == loadWrk:
 			thr = append(thr, r)
 		case r.c.load == loadSequential:
