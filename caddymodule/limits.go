@@ -95,7 +95,7 @@ type ServiceLimits struct {
 
 	logger  *zap.Logger
 	counts  *limitsCounters
-	store   *contract.Store
+	store   contract.Payloads
 	inliner *contract.Inliner
 }
 
