@@ -92,7 +92,7 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 		return fmt.Errorf("service_limits: %w", err)
 	}
 	if app != nil && s.Key == "" {
-		return errors.New("service_limits: spill with the servicegate redis option needs spill_key, the same on every instance (e.g. spill_key {env.SERVICEGATE_SPILL_KEY}): a link minted by one instance is checked by another, which a random key per process cannot do")
+		return errors.New("service_limits: spill with the servicegate redis option needs spill_key, the same on every instance (e.g. spill_key {env.SERVICEGATE_SPILL_KEY}; in JSON spill.key): a link minted by one instance is checked by another, which a random key per process cannot do")
 	}
 	repl := caddy.NewReplacer()
 	key := processSpillKey()
