@@ -53,7 +53,8 @@ const (
 // of the service (see package contract): a malformed job gets 400, an
 // answer that breaks the contract 502 naming the first broken string. With
 // spill, answers over max_response_size (up to spill_max_size, kept on
-// disk) reach the service with their payloads by signed URL; with inline,
+// disk, or in Redis with the servicegate redis option so that any instance
+// serves the link) reach the service with their payloads by signed URL; with inline,
 // payloads the service sends by URL reach the app inline.
 type ServiceLimits struct {
 	// The largest request body the app accepts, in bytes. Default: 5 MiB
@@ -95,7 +96,7 @@ type ServiceLimits struct {
 
 	logger  *zap.Logger
 	counts  *limitsCounters
-	store   *contract.Store
+	store   contract.Payloads
 	inliner *contract.Inliner
 }
 

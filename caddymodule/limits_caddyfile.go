@@ -37,7 +37,7 @@ func init() {
 //		spill_ttl      <duration>    # default 10m
 //		spill_dir      <dir>         # default <temp dir>/servicegate-spill
 //		spill_max_size <size>        # default 64MiB
-//		spill_key      <secret>      # default: random per process
+//		spill_key      <secret>      # default: random per process; required with the servicegate redis option
 //
 //		inline                       # payloads sent by URL reach the app inline
 //		inline_hosts   <host>...     # required with inline; repeatable; *.domain

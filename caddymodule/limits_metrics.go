@@ -20,6 +20,7 @@ const (
 	outcomeSpilled                                 // the app's answer was sent with its payloads by URL
 	outcomeSpillDownload                           // a payload was downloaded by its URL
 	outcomeSpillRefused                            // 403: a payload URL invalid, used or expired
+	outcomeSpillUnavailable                        // 503: the payloads in Redis could not be reached
 	outcomeClientGone                              // the client left before the answer
 	outcomeError                                   // an error passed on to Caddy (e.g. the app is unreachable)
 	numLimitsOutcomes
@@ -38,6 +39,7 @@ var limitsOutcomeNames = [numLimitsOutcomes]string{
 	outcomeSpilled:            "spilled",
 	outcomeSpillDownload:      "spill_download",
 	outcomeSpillRefused:       "spill_refused",
+	outcomeSpillUnavailable:   "spill_unavailable",
 	outcomeClientGone:         "client_gone",
 	outcomeError:              "error",
 }

@@ -57,7 +57,8 @@ type SpillOptions struct {
 
 	// The key that signs payload URLs (HMAC-SHA256); may be an
 	// {env.*} or {file.*} placeholder. Default: a random key per process,
-	// so URLs do not outlive the process.
+	// so URLs do not outlive the process. Required with the servicegate
+	// redis option, the same on every instance.
 	Key string `json:"key,omitempty"`
 }
 
@@ -69,8 +70,9 @@ var processSpillKey = sync.OnceValue(func() []byte {
 	return k
 })
 
-// provisionSpill fills in the spill defaults, opens the store and starts
-// sweeping expired payloads.
+// provisionSpill fills in the spill defaults and opens the store: in Redis
+// when the servicegate app is configured, so that every instance serves the
+// links of the others; else on disk, sweeping expired payloads.
 func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 	s := l.Spill
 	if s.Path == "" {
@@ -85,6 +87,13 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 	if s.MaxSize == 0 {
 		s.MaxSize = defaultSpillMaxSize
 	}
+	app, err := servicegateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("service_limits: %w", err)
+	}
+	if app != nil && s.Key == "" {
+		return errors.New("service_limits: spill with the servicegate redis option needs spill_key, the same on every instance (e.g. spill_key {env.SERVICEGATE_SPILL_KEY}; in JSON spill.key): a link minted by one instance is checked by another, which a random key per process cannot do")
+	}
 	repl := caddy.NewReplacer()
 	key := processSpillKey()
 	if s.Key != "" {
@@ -98,11 +107,16 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 		key = []byte(k)
 	}
 	s.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(s.BaseURL, ""), "/")
-	l.store = &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil { // answers are read to it either way
 		return fmt.Errorf("service_limits: spill dir: %w", err)
 	}
-	go sweepSpilled(l.store, ctx.Done(), l.logger)
+	if app != nil {
+		l.store = app.Client().Spill(contract.Links{Key: key, TTL: time.Duration(s.TTL)})
+		return nil
+	}
+	store := &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
+	l.store = store
+	go sweepSpilled(store, ctx.Done(), l.logger)
 	return nil
 }
 
@@ -143,7 +157,8 @@ func sweepSpilled(store *contract.Store, stop <-chan struct{}, logger *zap.Logge
 }
 
 // serveSpilled answers a download of a stored payload: once, while its
-// signed URL is valid; any other request of the path gets 403.
+// signed URL is valid; any other request of the path gets 403, and 503 when
+// the payloads kept in Redis cannot be reached.
 func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
@@ -151,6 +166,12 @@ func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) err
 	}
 	name := strings.TrimPrefix(r.URL.Path, l.Spill.Path)
 	f, err := l.store.Take(name, r.URL.Query())
+	if err != nil && !errors.Is(err, contract.ErrLinkInvalid) {
+		// The Redis client logs the failure, once in a while.
+		l.counts.inc(outcomeSpillUnavailable)
+		w.Header().Set("Retry-After", "5")
+		return refuse(w, r, http.StatusServiceUnavailable, "The stored answer cannot be reached right now. Try the download again in a moment.")
+	}
 	if err != nil {
 		l.counts.inc(outcomeSpillRefused)
 		return refuse(w, r, http.StatusForbidden, "This link is invalid, was already used, or has expired. Run the job again for a new one.")
@@ -166,9 +187,7 @@ func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) err
 	default:
 		h.Set("Content-Type", "application/octet-stream")
 	}
-	if info, err := f.Stat(); err == nil {
-		h.Set("Content-Length", strconv.FormatInt(info.Size(), 10))
-	}
+	h.Set("Content-Length", strconv.FormatInt(f.Size, 10))
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)

@@ -19,7 +19,7 @@ func init() {
 
 // App is the Caddy app "servicegate": what several servicegate instances
 // share. Configured, it connects them through one Redis server
-// (subscription answers and their purges today); not configured, every
+// (subscription answers and their purges, spilled payloads); not configured, every
 // instance keeps everything in its own process and no Redis is ever
 // contacted. Every servicegate handler finds it through the Caddy context.
 //

@@ -24,18 +24,20 @@ type Op uint8
 
 // The kinds of Redis calls.
 const (
-	OpGet       Op = iota // read a shared answer
-	OpSet                 // write a shared answer
-	OpLock                // take a lock with expiry
-	OpUnlock              // release a lock
-	OpForget              // delete shared answers
-	OpPublish             // publish a message to every instance
-	OpSubscribe           // the pub/sub listener's connection
+	OpGet        Op = iota // read a shared answer
+	OpSet                  // write a shared answer
+	OpLock                 // take a lock with expiry
+	OpUnlock               // release a lock
+	OpForget               // delete shared answers
+	OpPublish              // publish a message to every instance
+	OpSubscribe            // the pub/sub listener's connection
+	OpSpillStore           // keep a spilled payload
+	OpSpillTake            // hand a spilled payload over (or remove it)
 	numOps
 )
 
 // Ops lists every Op, for metrics that create one series per Op.
-var Ops = [numOps]Op{OpGet, OpSet, OpLock, OpUnlock, OpForget, OpPublish, OpSubscribe}
+var Ops = [numOps]Op{OpGet, OpSet, OpLock, OpUnlock, OpForget, OpPublish, OpSubscribe, OpSpillStore, OpSpillTake}
 
 // String names the op as metrics and logs show it.
 func (o Op) String() string {
@@ -54,6 +56,10 @@ func (o Op) String() string {
 		return "publish"
 	case OpSubscribe:
 		return "subscribe"
+	case OpSpillStore:
+		return "spill_store"
+	case OpSpillTake:
+		return "spill_take"
 	}
 	return "unknown"
 }
