@@ -16,24 +16,29 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/oauth"
 )
 
 // Defaults of service_oauth.
 const (
-	oauthDefaultCallback     = "/oauth/callback"
-	oauthDefaultLogout       = "/oauth/logout"
-	oauthDefaultCookie       = "servicegate_session"
-	oauthDefaultMaxSessions  = 10000
-	oauthDefaultTimeout      = 10 * time.Second
-	oauthDefaultUserHeader   = "X-Service-User-Id"
-	oauthDefaultOrgHeader    = "X-Service-Domain"
-	oauthHeaderOff           = "off"
-	oauthStoreMemory         = "memory"
-	oauthStoreStorage        = "storage"
-	oauthStoragePrefix       = "servicegate/oauth_sessions"
-	oauthLoginsPrefix        = "servicegate/oauth_logins"
-	oauthSweepEvery          = time.Hour
+	oauthDefaultCallback    = "/oauth/callback"
+	oauthDefaultLogout      = "/oauth/logout"
+	oauthDefaultCookie      = "servicegate_session"
+	oauthDefaultMaxSessions = 10000
+	oauthDefaultTimeout     = 10 * time.Second
+	oauthDefaultUserHeader  = "X-Service-User-Id"
+	oauthDefaultOrgHeader   = "X-Service-Domain"
+	oauthHeaderOff          = "off"
+	oauthStoreMemory        = "memory"
+	oauthStoreStorage       = "storage"
+	oauthStoreRedis         = "redis"
+	oauthStoragePrefix      = "servicegate/oauth_sessions"
+	oauthLoginsPrefix       = "servicegate/oauth_logins"
+	oauthSweepEvery         = time.Hour
+	// oauthRefreshSlack is how much longer than a token request a refresh
+	// lock lives, and another instance's refresh is waited for.
+	oauthRefreshSlack        = 5 * time.Second
 	oauthLoginLifetimeSecond = int(oauth.DefaultLoginLifetime / time.Second)
 )
 
@@ -108,11 +113,16 @@ type ServiceOAuth struct {
 	// memory. Default 10000.
 	MaxSessions int `json:"max_sessions,omitempty"`
 
-	// SessionStore is where sessions live: "memory" (default; they survive
-	// config reloads but not a restart) or "storage" (Caddy's configured
-	// storage, so a restart or a second instance sharing the storage keeps
-	// them; entries are named by a hash of the session id and encrypted
-	// with a key derived from it).
+	// SessionStore is where sessions and logins in progress live:
+	// "memory" (they survive config reloads but not a restart), "storage"
+	// (Caddy's configured storage, so a restart or a second instance
+	// sharing the storage keeps them) or "redis" (the Redis server of the
+	// servicegate global option, shared by every instance, each entry
+	// living as long as its session or login; one refresh per session
+	// across the instances). In storage and Redis, entries are named by a
+	// hash of the session id and encrypted with a key derived from it.
+	// Default "redis" when the servicegate global option names a Redis
+	// server, else "memory".
 	SessionStore string `json:"session_store,omitempty"`
 
 	// UserHeader is the upstream header that carries the session's user
@@ -191,8 +201,15 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 	if m.MaxSessions == 0 {
 		m.MaxSessions = oauthDefaultMaxSessions
 	}
+	app, err := servicegateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("service_oauth: %w", err)
+	}
 	if m.SessionStore == "" {
 		m.SessionStore = oauthStoreMemory
+		if app != nil {
+			m.SessionStore = oauthStoreRedis
+		}
 	}
 	if m.UserHeader == "" {
 		m.UserHeader = oauthDefaultUserHeader
@@ -215,7 +232,14 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 	}
 
 	var store, logins oauth.Store
+	var locker oauth.Locker
 	switch m.SessionStore {
+	case oauthStoreRedis:
+		if app == nil {
+			return errors.New("service_oauth: session_store redis needs the servicegate global option with a redis server: { servicegate { redis redis://host:6379/0 } }")
+		}
+		sessions := app.Client().OAuthStore(cluster.OAuthSessions, oauthNow)
+		store, logins, locker = sessions, app.Client().OAuthStore(cluster.OAuthLogins, oauthNow), sessions
 	case oauthStoreStorage:
 		// Logins go to the storage too, so that a login begun on one
 		// instance can finish on another.
@@ -246,6 +270,8 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 		},
 		Store:           store,
 		Logins:          logins,
+		Locker:          locker,
+		RefreshWait:     time.Duration(m.Timeout) + oauthRefreshSlack,
 		Now:             oauthNow,
 		SessionLifetime: time.Duration(m.SessionLifetime),
 	}
@@ -287,8 +313,8 @@ func (m *ServiceOAuth) Validate() error {
 		return errors.New("service_oauth: auth_url is required")
 	case len(m.Scopes) == 0:
 		return errors.New("service_oauth: at least one scope is required")
-	case m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage:
-		return fmt.Errorf("service_oauth: session_store must be memory or storage, not %q", m.SessionStore)
+	case m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage && m.SessionStore != oauthStoreRedis:
+		return fmt.Errorf("service_oauth: session_store must be memory, storage or redis, not %q", m.SessionStore)
 	case m.MaxSessions < 0:
 		return errors.New("service_oauth: max_sessions must be positive")
 	case m.SessionLifetime < 0 || m.Timeout < 0:
@@ -337,7 +363,10 @@ func (m *ServiceOAuth) report(ev oauth.Event, err error) {
 		return
 	}
 	var refused *oauth.RefusedError
+	var redisDown *cluster.CallError
 	switch {
+	case errors.As(err, &redisDown):
+		// Logged by the Redis client, at most once every 10 s.
 	case ev == oauth.SessionEnded:
 		m.logger.Info(ev.String(), zap.Error(err))
 	case errors.As(err, &refused):

@@ -32,7 +32,7 @@ func init() {
 //		cookie_domain <domain>
 //		cookie_path <path>
 //		session_lifetime <duration>
-//		session_store memory|storage
+//		session_store memory|storage|redis
 //		max_sessions <n>
 //		user_header <name>|off
 //		organization_header <name>|off
@@ -66,8 +66,8 @@ func (m *ServiceOAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"user_header":         once(stringArg(&m.UserHeader)),
 		"organization_header": once(stringArg(&m.OrganizationHeader)),
 		"session_store": once(func(d *caddyfile.Dispenser) (err error) {
-			if m.SessionStore, err = oneArg(d); err == nil && m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage {
-				return d.Errf("session_store must be memory or storage, not %q", m.SessionStore)
+			if m.SessionStore, err = oneArg(d); err == nil && m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage && m.SessionStore != oauthStoreRedis {
+				return d.Errf("session_store must be memory, storage or redis, not %q", m.SessionStore)
 			}
 			return err
 		}),

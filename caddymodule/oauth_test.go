@@ -68,7 +68,7 @@ func TestServiceOAuthCaddyfileErrors(t *testing.T) {
 		{"two ids", "client_id a b\nclient_secret s\nauth_url https://a.example\nscopes project", "wrong argument count"},
 		{"client_id twice", base + "client_id a", "client_id given more than once"},
 		{"cookie_secure", base + "cookie_secure yes", "must be on or off"},
-		{"session_store", base + "session_store redis", "must be memory or storage"},
+		{"session_store", base + "session_store disk", "must be memory, storage or redis"},
 		{"max_sessions", base + "max_sessions lots", "not a positive integer"},
 		{"zero max_sessions", base + "max_sessions 0", "not a positive integer"},
 		{"lifetime", base + "session_lifetime forever", "not a positive duration"},

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -190,10 +192,52 @@ func (c *Client) Call(ctx context.Context, op Op, fn func(ctx context.Context) e
 	cancel()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		c.Failed(op, err)
-		return fmt.Errorf("redis %s at %s: %w", op, c.addr, err)
+		return &CallError{Op: op, Addr: c.addr, Err: err}
 	}
 	c.succeeded(op)
 	return err
+}
+
+// CallError is a failed Redis call, as Call returns it. Its failure has
+// been reported already (counted, and logged at most once per
+// LogInterval), so callers need not log it again.
+type CallError struct {
+	Op   Op
+	Addr string // host:port, without credentials
+	Err  error
+}
+
+func (e *CallError) Error() string { return fmt.Sprintf("redis %s at %s: %v", e.Op, e.Addr, e.Err) }
+
+// Unwrap returns the error of the call.
+func (e *CallError) Unwrap() error { return e.Err }
+
+// lock takes the lock named key (prefix included) for ttl, when nobody
+// holds it (SET NX PX), and returns the token that releases it.
+func (c *Client) lock(ctx context.Context, key string, ttl time.Duration) (held bool, token string, err error) {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails
+	token = hex.EncodeToString(b[:])
+	err = c.Call(ctx, OpLock, func(ctx context.Context) error {
+		var err error
+		held, err = c.rdb.SetNX(ctx, key, token, ttl).Result()
+		return err
+	})
+	return held, token, err
+}
+
+// unlockScript deletes a lock only when it is still the caller's: a lock
+// that expired and was taken by another instance stays.
+var unlockScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+// unlock releases the lock named key when it is still held with token.
+func (c *Client) unlock(ctx context.Context, key, token string) {
+	// The work under the lock may have used up ctx's time; the release
+	// must still go out.
+	ctx = context.WithoutCancel(ctx)
+	_ = c.Call(ctx, OpUnlock, func(ctx context.Context) error {
+		return unlockScript.Run(ctx, c.rdb, []string{key}, token).Err()
+	})
 }
 
 // Failed reports a failed call: counted every time, logged at most once

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -78,7 +77,7 @@ func (s *Subscriptions) Resolve(ctx context.Context, k subscription.Key, p subsc
 		if found {
 			return a, nil
 		}
-		held, token, err := s.lock(ctx, lock, lockTTL(ctx))
+		held, token, err := s.c.lock(ctx, lock, lockTTL(ctx))
 		if err != nil {
 			return query(ctx)
 		}
@@ -86,14 +85,14 @@ func (s *Subscriptions) Resolve(ctx context.Context, k subscription.Key, p subsc
 			// The holder before may have written its answer and
 			// released the lock between the look-up and the lock.
 			if a, found, err := s.get(ctx, key); err == nil && found {
-				s.unlock(ctx, lock, token)
+				s.c.unlock(ctx, lock, token)
 				return a, nil
 			}
 			a, err := query(ctx)
 			if err == nil {
 				s.put(ctx, key, a, p)
 			}
-			s.unlock(ctx, lock, token)
+			s.c.unlock(ctx, lock, token)
 			return a, err
 		}
 		// Another instance is asking; its answer (or its lock's
@@ -164,32 +163,6 @@ func (s *Subscriptions) put(ctx context.Context, key string, a subscription.Answ
 	raw, _ := json.Marshal(record{Status: a.Status, Expires: a.Expires, Link: a.SubscribeLink, Message: a.Message, Until: until})
 	_ = s.c.Call(ctx, OpSet, func(ctx context.Context) error {
 		return s.c.rdb.Set(ctx, key, raw, ttl).Err()
-	})
-}
-
-// lock takes the lock named key for ttl, when nobody holds it.
-func (s *Subscriptions) lock(ctx context.Context, key string, ttl time.Duration) (held bool, token string, err error) {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails
-	token = hex.EncodeToString(b[:])
-	err = s.c.Call(ctx, OpLock, func(ctx context.Context) error {
-		var err error
-		held, err = s.c.rdb.SetNX(ctx, key, token, ttl).Result()
-		return err
-	})
-	return held, token, err
-}
-
-// unlockScript deletes a lock only when it is still the caller's: a lock
-// that expired and was taken by another instance stays.
-var unlockScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
-
-// unlock releases the lock named key when it is still held with token.
-func (s *Subscriptions) unlock(ctx context.Context, key, token string) {
-	// The query may have used up ctx's time; the release must still go out.
-	ctx = context.WithoutCancel(ctx)
-	_ = s.c.Call(ctx, OpUnlock, func(ctx context.Context) error {
-		return unlockScript.Run(ctx, s.c.rdb, []string{key}, token).Err()
 	})
 }
 

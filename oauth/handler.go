@@ -365,6 +365,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) error {
 	state, authorizeURL, err := h.cfg.Manager.Begin(r.Context(), h.redirectFor(r), returnTo)
 	if err != nil {
 		h.report(LoginUnavailable, err)
+		w.Header().Set("Retry-After", "5")
 		return h.refuse(w, r, http.StatusServiceUnavailable, "Signing in is not possible just now. Please try again in a moment.")
 	}
 	h.report(LoginStarted, nil)

@@ -18,7 +18,21 @@ const (
 	DefaultSessionLifetime = 24 * time.Hour
 	DefaultLoginLifetime   = 10 * time.Minute
 	DefaultRefreshBefore   = time.Minute
+	DefaultRefreshWait     = 15 * time.Second
+	// refreshPoll is how often a Manager waiting for another instance's
+	// refresh looks at the session.
+	refreshPoll = 20 * time.Millisecond
 )
+
+// Locker makes one refresh per session across the instances that share a
+// Store: only the holder of a session's lock refreshes it, the others wait
+// for the session it writes back. Lock tries to take the lock named name
+// for at most ttl; held is false when another holder has it. unlock
+// releases it (only if it is still the caller's). Implementations are safe
+// for concurrent use.
+type Locker interface {
+	Lock(ctx context.Context, name string, ttl time.Duration) (unlock func(), held bool, err error)
+}
 
 // Errors of a Manager. Other errors (an unreachable token endpoint, a
 // failing store) are worth retrying later.
@@ -65,6 +79,16 @@ type Manager struct {
 	// RefreshBefore is how long before its expiry an access token is
 	// refreshed. Default DefaultRefreshBefore.
 	RefreshBefore time.Duration
+	// Locker, when set, makes one refresh per session across every
+	// Manager sharing Store (and the lock names): the others wait for the
+	// session the refresh writes back. Default none: one refresh per
+	// session in this process.
+	Locker Locker
+	// RefreshWait bounds a refresh across instances: the lock is held at
+	// most this long, and another instance's refresh is waited for at most
+	// this long. Default DefaultRefreshWait; it should exceed the token
+	// request's timeout.
+	RefreshWait time.Duration
 
 	refreshes singleflight.Group
 }
@@ -259,6 +283,47 @@ func (m *Manager) refresh(ctx context.Context, id string) (Session, error) {
 	if m.fresh(s) {
 		return s, nil
 	}
+	if m.Locker == nil {
+		return m.refreshNow(ctx, id, s)
+	}
+	// One instance of the cluster refreshes; the others look at the
+	// session until it is fresh, it is gone, or the lock is theirs.
+	wait := orDefault(m.RefreshWait, DefaultRefreshWait)
+	name := "refresh:" + EntryName(id)
+	deadline := time.Now().Add(wait)
+	for {
+		unlock, held, err := m.Locker.Lock(ctx, name, wait)
+		if err != nil {
+			return Session{}, fmt.Errorf("locking a session's refresh: %w", err)
+		}
+		if held {
+			defer unlock()
+			// The holder before may have finished between the look and
+			// the lock.
+			if s, err = m.live(ctx, id); err != nil {
+				return Session{}, err
+			}
+			if m.fresh(s) {
+				return s, nil
+			}
+			return m.refreshNow(ctx, id, s)
+		}
+		if time.Now().After(deadline) {
+			return Session{}, errors.New("another instance's refresh of the session did not finish in time")
+		}
+		time.Sleep(refreshPoll)
+		if s, err = m.live(ctx, id); err != nil {
+			return Session{}, err
+		}
+		if m.fresh(s) {
+			return s, nil
+		}
+	}
+}
+
+// refreshNow runs the refresh_token grant for session s named id and
+// keeps its result.
+func (m *Manager) refreshNow(ctx context.Context, id string, s Session) (Session, error) {
 	tok, err := m.Client.Refresh(ctx, s.RefreshToken, m.now())
 	if err != nil {
 		var refused *RefusedError

@@ -350,3 +350,58 @@ func BenchmarkManagerSession(b *testing.B) {
 		}
 	}
 }
+
+// busyLocker is a Locker whose every lock another instance holds.
+type busyLocker struct{ tries atomic.Int64 }
+
+func (l *busyLocker) Lock(context.Context, string, time.Duration) (func(), bool, error) {
+	l.tries.Add(1)
+	return nil, false, nil
+}
+
+func TestManagerLockerWaitsForAnotherInstancesRefresh(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	id, s := r.login(t)
+	locker := new(busyLocker)
+	r.m.Locker = locker
+	r.clock.Advance(emulator.DefaultTokenLifetime - 30*time.Second) // 30 s left: refresh
+
+	// Another instance writes the refreshed session back.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		next := s
+		next.ReturnTo = ""
+		next.AccessToken, next.Expiry = "refreshed-elsewhere", r.clock.Now().Add(time.Hour)
+		_ = r.store.Put(ctx, id, next)
+	}()
+	got, err := r.m.Session(ctx, id)
+	if err != nil || got.AccessToken != "refreshed-elsewhere" || r.refreshes.Load() != 0 || locker.tries.Load() < 2 {
+		t.Fatalf("got %q, %v, %d refreshes, %d lock tries; want the other instance's session and no refresh here",
+			got.AccessToken, err, r.refreshes.Load(), locker.tries.Load())
+	}
+}
+
+func TestManagerLockerWaitIsBounded(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	id, s := r.login(t)
+	r.m.Locker = new(busyLocker)
+	r.m.RefreshWait = 150 * time.Millisecond
+	r.clock.Advance(emulator.DefaultTokenLifetime - 30*time.Second)
+
+	start := time.Now()
+	got, err := r.m.Session(ctx, id)
+	// The other instance never finished: the token still valid serves.
+	if err != nil || got.AccessToken != s.AccessToken || r.refreshes.Load() != 0 {
+		t.Fatalf("got %v, %d refreshes; want the current token", err, r.refreshes.Load())
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("waited %v, want about RefreshWait", d)
+	}
+	// Expired meanwhile: an error to retry, never a sign-out.
+	r.clock.Advance(time.Minute)
+	if _, err := r.m.Session(ctx, id); err == nil || errors.Is(err, ErrNoSession) || errors.Is(err, ErrSessionEnded) {
+		t.Fatalf("token expired, refresh elsewhere stuck: %v, want an error to retry", err)
+	}
+}

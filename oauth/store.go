@@ -148,27 +148,76 @@ func NewStorageStore(kv KeyValue, prefix string) *StorageStore {
 	return &StorageStore{kv: kv, prefix: prefix}
 }
 
-// entry derives the storage path and the sealing key of a session key.
-func (s *StorageStore) entry(key string) (path string, aead cipher.AEAD, err error) {
+// EntryName is the name a shared store files the session key under: a
+// hash of it, from which the key cannot be learnt (hex, 64 characters).
+func EntryName(key string) string {
 	name := sha256.Sum256([]byte("servicegate oauth entry name\x00" + key))
+	return hex.EncodeToString(name[:])
+}
+
+// sealer derives the AEAD that seals the entry of a session key: a key
+// derived from the session key, which only the browser holds.
+func sealer(key string) (cipher.AEAD, error) {
 	secret := sha256.Sum256([]byte("servicegate oauth entry key\x00" + key))
 	block, err := aes.NewCipher(secret[:])
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	aead, err = cipher.NewGCM(block)
+	return cipher.NewGCM(block)
+}
+
+// Seal encodes s and seals it (AES-256-GCM) with a key derived from the
+// session key, bound to where (the name it is stored under), for a store
+// shared with others: StorageStore and the Redis store of package cluster.
+func Seal(key, where string, s Session) ([]byte, error) {
+	aead, err := sealer(key)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	return s.prefix + "/" + hex.EncodeToString(name[:]), aead, nil
+	plain, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a session: %w", err)
+	}
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return aead.Seal(nonce, nonce, plain, []byte(where)), nil
+}
+
+// ErrDamaged: a sealed session does not open with its key, or is not a
+// session.
+var ErrDamaged = errors.New("a stored session is damaged")
+
+// Open opens what Seal sealed under the same key and where.
+func Open(key, where string, sealed []byte) (Session, error) {
+	aead, err := sealer(key)
+	if err != nil {
+		return Session{}, err
+	}
+	n := aead.NonceSize()
+	if len(sealed) < n {
+		return Session{}, ErrDamaged
+	}
+	plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(where))
+	if err != nil {
+		return Session{}, ErrDamaged
+	}
+	var sess Session
+	if err := json.Unmarshal(plain, &sess); err != nil {
+		return Session{}, ErrDamaged
+	}
+	return sess, nil
+}
+
+// path is the storage path of a session key.
+func (s *StorageStore) path(key string) string {
+	return s.prefix + "/" + EntryName(key)
 }
 
 // Get loads and opens the entry under key.
 func (s *StorageStore) Get(ctx context.Context, key string) (Session, bool, error) {
-	path, aead, err := s.entry(key)
-	if err != nil {
-		return Session{}, false, err
-	}
+	path := s.path(key)
 	sealed, err := s.kv.Load(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Session{}, false, nil
@@ -176,36 +225,21 @@ func (s *StorageStore) Get(ctx context.Context, key string) (Session, bool, erro
 	if err != nil {
 		return Session{}, false, fmt.Errorf("loading a session from storage: %w", err)
 	}
-	n := aead.NonceSize()
-	if len(sealed) < n {
-		return Session{}, false, errors.New("a session in storage is damaged")
-	}
-	plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(path))
+	sess, err := Open(key, path, sealed)
 	if err != nil {
-		return Session{}, false, errors.New("a session in storage is damaged")
-	}
-	var sess Session
-	if err := json.Unmarshal(plain, &sess); err != nil {
-		return Session{}, false, errors.New("a session in storage is damaged")
+		return Session{}, false, err
 	}
 	return sess, true, nil
 }
 
 // Put seals sess and stores it under key.
 func (s *StorageStore) Put(ctx context.Context, key string, sess Session) error {
-	path, aead, err := s.entry(key)
+	path := s.path(key)
+	sealed, err := Seal(key, path, sess)
 	if err != nil {
 		return err
 	}
-	plain, err := json.Marshal(sess)
-	if err != nil {
-		return fmt.Errorf("encoding a session: %w", err)
-	}
-	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
-	if err := s.kv.Store(ctx, path, aead.Seal(nonce, nonce, plain, []byte(path))); err != nil {
+	if err := s.kv.Store(ctx, path, sealed); err != nil {
 		return fmt.Errorf("storing a session: %w", err)
 	}
 	return nil
@@ -213,11 +247,7 @@ func (s *StorageStore) Put(ctx context.Context, key string, sess Session) error 
 
 // Delete removes the entry under key; a missing entry is not an error.
 func (s *StorageStore) Delete(ctx context.Context, key string) error {
-	path, _, err := s.entry(key)
-	if err != nil {
-		return err
-	}
-	if err := s.kv.Delete(ctx, path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.kv.Delete(ctx, s.path(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("deleting a session from storage: %w", err)
 	}
 	return nil
