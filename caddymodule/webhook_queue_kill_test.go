@@ -253,8 +253,14 @@ func TestWebhookQueueBurstStaysOnDisk(t *testing.T) {
 		total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), app.total(), startRSS/1024, peak/1024, grew)
 	// 10,000 bodies of about 1 KB are 10 MB; held in memory with their
 	// headers and bookkeeping they would be several times that. The bound
-	// leaves room for the runtime and the store's mapped pages.
-	if grew > 100 {
-		t.Errorf("Caddy's RSS grew by %d MiB during the burst; the bodies belong on disk", grew)
+	// leaves room for the runtime and the store's mapped pages (about 30
+	// MiB measured), and for the race detector's shadow memory when the
+	// test binary, and so the Caddy it runs, is built with it (about 90).
+	bound := int64(100)
+	if raceEnabled {
+		bound = 250
+	}
+	if grew > bound {
+		t.Errorf("Caddy's RSS grew by %d MiB during the burst (bound %d MiB); the bodies belong on disk", grew, bound)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package caddymodule
+
+const raceEnabled = false
