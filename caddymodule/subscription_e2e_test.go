@@ -331,19 +331,7 @@ func TestE2ESubscriptionForgetThroughAdminAPI(t *testing.T) {
 	svc.set("member-1", 402, `{"subscribe_link":"https://service.example/pay"}`)
 	svc.set("member-2", 402, `{"subscribe_link":"https://service.example/pay"}`)
 	app, _ := subscriptionApp(t)
-	tester := startCaddy(t, fmt.Sprintf(`
-localhost:{port} {
-	route /api/* {
-		subscription_test_verify
-		service_subscription {
-			app_identifier my-app
-			base_url %s
-			negative_ttl 1h
-		}
-		reverse_proxy %s
-	}
-}
-`, svc.URL, strings.TrimPrefix(app.URL, "http://")))
+	tester := startCaddy(t, sharedSubscriptionSite(svc.URL, strings.TrimPrefix(app.URL, "http://")))
 	org := "X-Test-Organization"
 
 	if resp, _ := subscriptionGet(t, tester.Client, "/api/x", "member-1", org, "acme"); resp.StatusCode != 402 {

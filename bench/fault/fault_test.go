@@ -373,19 +373,7 @@ func TestAppClosesMidResponse(t *testing.T) {
 		_, _ = buf.WriteString(`{"data":{"strings":[` + strings.Repeat(`{"identifier":"a","text":"b"},`, 30))
 		_ = buf.Flush()
 	})
-	cd := startCaddy(t, fmt.Sprintf(`http://:{port} {
-	route /file-format/* {
-		service_limits
-		reverse_proxy %s
-	}
-	route /webhooks {
-		service_webhook {
-			secret %s
-		}
-		reverse_proxy %s
-	}
-}
-`, app, secret, app))
+	cd := startCaddy(t, limitsAndWebhookSite(app))
 	c := client(4)
 	base := cd.goroutines()
 

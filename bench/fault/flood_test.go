@@ -40,19 +40,7 @@ func TestDeclaredLengthFlood(t *testing.T) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				_, _ = w.Write([]byte(`{"data":{}}`))
 			})
-			cd := startCaddy(t, fmt.Sprintf(`http://:{port} {
-	route /file-format/* {
-		service_limits
-		reverse_proxy %s
-	}
-	route /webhooks {
-		service_webhook {
-			secret %s
-		}
-		reverse_proxy %s
-	}
-}
-`, app, secret, app))
+			cd := startCaddy(t, limitsAndWebhookSite(app))
 			// One honest request of each kind first, so that what is
 			// measured is the flood and not Caddy's first use of a route.
 			c := client(2)

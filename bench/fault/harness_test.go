@@ -479,3 +479,21 @@ func load(workers, max int, stop <-chan struct{}, do func(worker, i int)) {
 	}
 	wg.Wait()
 }
+
+// limitsAndWebhookSite is a site that holds app's /file-format/* to
+// service_limits' defaults and checks its /webhooks deliveries.
+func limitsAndWebhookSite(app string) string {
+	return fmt.Sprintf(`http://:{port} {
+	route /file-format/* {
+		service_limits
+		reverse_proxy %s
+	}
+	route /webhooks {
+		service_webhook {
+			secret %s
+		}
+		reverse_proxy %s
+	}
+}
+`, app, secret, app)
+}
