@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -210,10 +211,10 @@ func (a *ServiceApp) parseNested(b appBlock) error {
 		s := new(ServiceSubscription)
 		base, id := !sets("base_url"), !sets("app_identifier")
 		if base {
-			s.BaseURL = firstOf(a.Service, placeholder)
+			s.BaseURL = cmp.Or(a.Service, placeholder)
 		}
 		if id {
-			s.AppIdentifier = firstOf(a.AppIdentifier, "app")
+			s.AppIdentifier = cmp.Or(a.AppIdentifier, "app")
 		}
 		if err := s.UnmarshalCaddyfile(d); err != nil {
 			return err
@@ -229,13 +230,13 @@ func (a *ServiceApp) parseNested(b appBlock) error {
 		s := new(ServiceOAuth)
 		client, secret, auth, scopes := !sets("client_id"), !sets("client_secret"), !sets("auth_url"), !sets("scopes")
 		if client {
-			s.ClientID = firstOf(a.ClientID, "client")
+			s.ClientID = cmp.Or(a.ClientID, "client")
 		}
 		if secret {
-			s.ClientSecret = firstOf(a.ClientSecret, "secret")
+			s.ClientSecret = cmp.Or(a.ClientSecret, "secret")
 		}
 		if auth {
-			s.AuthURL = firstOf(a.AuthURL, a.Service, placeholder)
+			s.AuthURL = cmp.Or(a.AuthURL, a.Service, placeholder)
 		}
 		if scopes {
 			s.Scopes = []string{"project"}
@@ -260,7 +261,7 @@ func (a *ServiceApp) parseNested(b appBlock) error {
 		s := new(ServiceAuth)
 		key := !sets("hs256_secret", "public_key", "jwks_url")
 		if key {
-			s.HS256Secret = firstOf(a.ClientSecret, "secret")
+			s.HS256Secret = cmp.Or(a.ClientSecret, "secret")
 		}
 		if err := s.UnmarshalCaddyfile(d); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -63,7 +64,7 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 	if spill != nil {
 		// The service downloads spilled payloads without a token; the
 		// links are signed, expiring and good for one download.
-		routes = append(routes, AppRoute{Path: firstOf(spill.Spill.Path, defaultSpillPath) + "*", Serve: appServeSpill})
+		routes = append(routes, AppRoute{Path: cmp.Or(spill.Spill.Path, defaultSpillPath) + "*", Serve: appServeSpill})
 	}
 	if dp := a.DescriptorPath; dp != "off" {
 		if dp == "" {
@@ -106,9 +107,9 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.ClientID = firstOf(s.ClientID, a.ClientID)
-		s.ClientSecret = firstOf(s.ClientSecret, a.ClientSecret)
-		s.AuthURL = firstOf(s.AuthURL, authURL)
+		s.ClientID = cmp.Or(s.ClientID, a.ClientID)
+		s.ClientSecret = cmp.Or(s.ClientSecret, a.ClientSecret)
+		s.AuthURL = cmp.Or(s.AuthURL, authURL)
 		if len(s.Scopes) == 0 {
 			s.Scopes = []string{"project"}
 		}
@@ -122,8 +123,8 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 		if err != nil {
 			return nil, err
 		}
-		sub.AppIdentifier = firstOf(sub.AppIdentifier, a.AppIdentifier, desc.Identifier)
-		sub.BaseURL = firstOf(sub.BaseURL, a.Service)
+		sub.AppIdentifier = cmp.Or(sub.AppIdentifier, a.AppIdentifier, desc.Identifier)
+		sub.BaseURL = cmp.Or(sub.BaseURL, a.Service)
 		if sub.AppIdentifier == "" {
 			defects = append(defects, "subscription needs app_identifier: the descriptor has no identifier")
 		}
@@ -158,15 +159,6 @@ func cloneSettings[T any](settings map[string]*T, key string, zero *T) (*T, erro
 		return nil, fmt.Errorf("service_app: settings of %q: %w", key, err)
 	}
 	return out, nil
-}
-
-func firstOf(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // sameRoutes tells whether two expansions route the same paths to the same
