@@ -137,7 +137,9 @@ func (s *BoltStore) seqOf(id string) ([]byte, error) {
 	return seqKey(seq), nil
 }
 
-func dedupKey(org string, body []byte) []byte {
+// DedupKey is what identifies a delivery for the dedup window: the SHA-256
+// of its organization and body.
+func DedupKey(org string, body []byte) []byte {
 	h := sha256.New()
 	h.Write([]byte(org))
 	h.Write([]byte{0})
@@ -147,7 +149,7 @@ func dedupKey(org string, body []byte) []byte {
 
 // Add implements Store.
 func (s *BoltStore) Add(d *Delivery, dedup time.Duration) error {
-	payload, err := encodePayload(d.Header, d.Body)
+	payload, err := EncodePayload(d.Header, d.Body)
 	if err != nil {
 		return err
 	}
@@ -155,7 +157,7 @@ func (s *BoltStore) Add(d *Delivery, dedup time.Duration) error {
 	return s.db.Batch(func(tx *bolt.Tx) error {
 		if dedup > 0 {
 			dd := tx.Bucket(bucketDedup)
-			k := dedupKey(d.Organization, d.Body)
+			k := DedupKey(d.Organization, d.Body)
 			if v := dd.Get(k); len(v) == 8 {
 				seen := time.Unix(0, int64(binary.BigEndian.Uint64(v)))
 				if d.Received.Sub(seen) < dedup {
@@ -219,7 +221,7 @@ func (s *BoltStore) Payload(id string) (http.Header, []byte, error) {
 		if v == nil {
 			return ErrNotFound
 		}
-		hh, b, err := decodePayload(v)
+		hh, b, err := DecodePayload(v)
 		h, body = hh, bytes.Clone(b) // v lives only as long as the transaction
 		return err
 	})

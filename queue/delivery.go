@@ -53,9 +53,10 @@ type Delivery struct {
 	Body   []byte
 }
 
-// encodePayload packs headers and body into one stored value: the length
-// of the headers' JSON, the JSON, then the body bytes as received.
-func encodePayload(h http.Header, body []byte) ([]byte, error) {
+// EncodePayload packs headers and body into the one value every store keeps
+// for a delivery: the length of the headers' JSON, the JSON, then the body
+// bytes as received.
+func EncodePayload(h http.Header, body []byte) ([]byte, error) {
 	hj, err := json.Marshal(h)
 	if err != nil {
 		return nil, err
@@ -68,8 +69,9 @@ func encodePayload(h http.Header, body []byte) ([]byte, error) {
 
 var errCorrupt = errors.New("stored delivery is corrupt")
 
-// decodePayload is the inverse of encodePayload.
-func decodePayload(v []byte) (http.Header, []byte, error) {
+// DecodePayload is the inverse of EncodePayload; a corrupt value is an
+// error, never a panic.
+func DecodePayload(v []byte) (http.Header, []byte, error) {
 	n, k := binary.Uvarint(v)
 	if k <= 0 || uint64(len(v)-k) < n {
 		return nil, nil, errCorrupt
@@ -80,3 +82,29 @@ func decodePayload(v []byte) (http.Header, []byte, error) {
 	}
 	return h, v[k+int(n):], nil
 }
+
+// Deliveries is a durable webhook queue as its users see it: Queue keeps it
+// on one machine's disk, cluster.Queue in Redis for several instances.
+type Deliveries interface {
+	// Enqueue stores d durably, giving it its ID; once it returns without
+	// error, d will reach the app or become a dead letter. ErrDuplicate
+	// says an identical delivery was queued within the dedup window.
+	Enqueue(d *Delivery) error
+	// Stats reports the depth and the oldest delivery, for metrics.
+	Stats() Stats
+	// Pending lists the deliveries waiting or in flight, metadata only.
+	Pending() ([]Meta, error)
+	// Dead lists the dead letters, metadata only.
+	Dead() ([]Meta, error)
+	// Replay sends a dead letter again, as a new first attempt.
+	Replay(id string) error
+	// ReplayOrganization replays every dead letter of an organization and
+	// says how many.
+	ReplayOrganization(org string) (int, error)
+	// Drop removes a dead letter.
+	Drop(id string) error
+	// Close stops delivering; attempts under way are cancelled and kept.
+	Close() error
+}
+
+var _ Deliveries = (*Queue)(nil)

@@ -47,6 +47,13 @@ type Options struct {
 	OnError func(error)
 }
 
+// WithDefaults returns o with the defaults of the options left unset.
+func (o Options) WithDefaults() Options {
+	o.fill()
+	return o
+}
+
+// fill sets the defaults of the options left unset.
 func (o *Options) fill() {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
@@ -254,28 +261,28 @@ func (q *Queue) attempt(line *orgLine, m Meta) {
 	if err != nil {
 		res = Result{Err: err}
 	} else {
-		res = q.sender.Send(q.ctx, withAttempt(m), h, body)
+		res = q.sender.Send(q.ctx, WithAttempt(m), h, body)
 	}
 	if q.ctx.Err() != nil {
 		// Closing: the delivery stays as stored and is sent again later.
 		q.finish(line, nil)
 		return
 	}
-	m.Attempts++
-	now := q.opts.Now()
-	m.LastStatus = res.Status
-	m.LastError = ""
-	if res.Err != nil {
-		m.LastError = res.Err.Error()
-	}
+	var outcome Outcome
 	switch {
-	case err != nil && !errors.Is(err, ErrNotFound):
-		m.Dead = "its stored body could not be read: " + err.Error()
-	case err != nil:
+	case errors.Is(err, ErrNotFound):
 		q.finish(line, &m) // gone from the store (dropped): nothing to do
 		return
-	case res.Delivered():
-		q.opts.OnOutcome(OutcomeDelivered)
+	case err != nil:
+		m.Attempts++
+		m.LastStatus, m.LastError = 0, ""
+		m.Dead, outcome = "its stored body could not be read: "+err.Error(), OutcomeDead
+	default:
+		m, outcome = q.opts.Settle(m, res, q.opts.Now())
+	}
+	q.opts.OnOutcome(outcome)
+	switch outcome {
+	case OutcomeDelivered:
 		// The organization's next delivery need not wait for the removal
 		// to reach the disk: a crash before it does sends this one again
 		// (at least once), which the delivery id lets the app see.
@@ -288,25 +295,13 @@ func (q *Queue) attempt(line *orgLine, m Meta) {
 		}()
 		q.finish(line, &m)
 		return
-	case !res.Retryable():
-		m.Dead = fmt.Sprintf("the app answered %d", res.Status)
-	case q.opts.MaxAttempts > 0 && m.Attempts >= q.opts.MaxAttempts:
-		m.Dead = fmt.Sprintf("not delivered after %d attempts", m.Attempts)
-	default:
-		next := now.Add(q.backoff(m.Attempts, res.RetryAfter))
-		if next.Sub(m.Received) > q.opts.MaxAge {
-			m.Dead = fmt.Sprintf("not delivered within %s", q.opts.MaxAge)
-			break
-		}
-		m.NextAttempt = next
-		q.opts.OnOutcome(OutcomeRetry)
+	case OutcomeRetry:
 		if err := q.store.Update(m); err != nil {
 			q.opts.OnError(fmt.Errorf("webhook queue: recording attempt %d of %s: %w", m.Attempts, m.ID, err))
 		}
 		q.retry(line, m)
 		return
 	}
-	q.opts.OnOutcome(OutcomeDead)
 	if err := q.store.Bury(m); err != nil {
 		q.opts.OnError(fmt.Errorf("webhook queue: setting %s aside: %w", m.ID, err))
 	}
@@ -314,23 +309,55 @@ func (q *Queue) attempt(line *orgLine, m Meta) {
 	q.finish(line, &m)
 }
 
-// withAttempt is m as the sender sees it: numbered from 1.
-func withAttempt(m Meta) Meta {
+// Settle records how attempt m.Attempts+1 of m ended (res) and decides
+// what follows, as every queue of this package does: delivered on a 2xx;
+// a dead letter on an answer not worth retrying, after MaxAttempts, or
+// when the next attempt would fall past MaxAge; else a retry, due after
+// the backoff. It returns m with the attempt counted and its last answer,
+// Dead or NextAttempt set.
+func (o Options) Settle(m Meta, res Result, now time.Time) (Meta, Outcome) {
+	o.fill()
 	m.Attempts++
-	return m
+	m.LastStatus, m.LastError = res.Status, ""
+	if res.Err != nil {
+		m.LastError = res.Err.Error()
+	}
+	switch {
+	case res.Delivered():
+		return m, OutcomeDelivered
+	case !res.Retryable():
+		m.Dead = fmt.Sprintf("the app answered %d", res.Status)
+	case o.MaxAttempts > 0 && m.Attempts >= o.MaxAttempts:
+		m.Dead = fmt.Sprintf("not delivered after %d attempts", m.Attempts)
+	default:
+		next := now.Add(o.backoff(m.Attempts, res.RetryAfter))
+		if next.Sub(m.Received) > o.MaxAge {
+			m.Dead = fmt.Sprintf("not delivered within %s", o.MaxAge)
+			break
+		}
+		m.NextAttempt = next
+		return m, OutcomeRetry
+	}
+	return m, OutcomeDead
 }
 
 // backoff is the wait before attempt n+1: FirstDelay doubled per attempt,
 // capped at MaxDelay, with jitter in its upper half; never shorter than
 // retryAfter.
-func (q *Queue) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := q.opts.FirstDelay
-	for i := 1; i < n && d < q.opts.MaxDelay; i++ {
+func (o *Options) backoff(n int, retryAfter time.Duration) time.Duration {
+	d := o.FirstDelay
+	for i := 1; i < n && d < o.MaxDelay; i++ {
 		d *= 2
 	}
-	d = min(d, q.opts.MaxDelay)
+	d = min(d, o.MaxDelay)
 	d = d/2 + rand.N(d/2+1)
 	return max(d, retryAfter)
+}
+
+// WithAttempt is m as the sender sees it: its attempts numbered from 1.
+func WithAttempt(m Meta) Meta {
+	m.Attempts++
+	return m
 }
 
 // finish ends the line head's attempt: a done head (m non-nil) leaves

@@ -484,20 +484,20 @@ func FuzzRetryAfter(f *testing.F) {
 }
 
 func FuzzDecodePayload(f *testing.F) {
-	good, _ := encodePayload(http.Header{"A": {"b"}}, []byte("body"))
+	good, _ := EncodePayload(http.Header{"A": {"b"}}, []byte("body"))
 	f.Add(good)
 	f.Add([]byte{})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, v []byte) {
-		h, body, err := decodePayload(v)
+		h, body, err := DecodePayload(v)
 		if err != nil {
 			return
 		}
-		again, err := encodePayload(h, body)
+		again, err := EncodePayload(h, body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h2, body2, err := decodePayload(again)
+		h2, body2, err := DecodePayload(again)
 		if err != nil || !bytes.Equal(body, body2) || len(h) != len(h2) {
 			t.Fatalf("round trip: %v %q %q", err, body, body2)
 		}
