@@ -26,20 +26,24 @@ type Op uint8
 
 // The kinds of Redis calls.
 const (
-	OpGet        Op = iota // read a shared answer
-	OpSet                  // write a shared answer
-	OpLock                 // take a lock with expiry
-	OpUnlock               // release a lock
-	OpForget               // delete shared answers
-	OpPublish              // publish a message to every instance
-	OpSubscribe            // the pub/sub listener's connection
-	OpSpillStore           // keep a spilled payload
-	OpSpillTake            // hand a spilled payload over (or remove it)
+	OpGet         Op = iota // read a shared answer
+	OpSet                   // write a shared answer
+	OpLock                  // take a lock with expiry
+	OpUnlock                // release a lock
+	OpForget                // delete shared answers
+	OpPublish               // publish a message to every instance
+	OpSubscribe             // the pub/sub listener's connection
+	OpSpillStore            // keep a spilled payload
+	OpSpillTake             // hand a spilled payload over (or remove it)
+	OpQueueAdd              // store a webhook delivery in the shared queue
+	OpQueueClaim            // take the next due delivery of an organization
+	OpQueueSettle           // record how an attempt ended
+	OpQueueAdmin            // list, replay or drop deliveries
 	numOps
 )
 
 // Ops lists every Op, for metrics that create one series per Op.
-var Ops = [numOps]Op{OpGet, OpSet, OpLock, OpUnlock, OpForget, OpPublish, OpSubscribe, OpSpillStore, OpSpillTake}
+var Ops = [numOps]Op{OpGet, OpSet, OpLock, OpUnlock, OpForget, OpPublish, OpSubscribe, OpSpillStore, OpSpillTake, OpQueueAdd, OpQueueClaim, OpQueueSettle, OpQueueAdmin}
 
 // String names the op as metrics and logs show it.
 func (o Op) String() string {
@@ -62,6 +66,14 @@ func (o Op) String() string {
 		return "spill_store"
 	case OpSpillTake:
 		return "spill_take"
+	case OpQueueAdd:
+		return "queue_add"
+	case OpQueueClaim:
+		return "queue_claim"
+	case OpQueueSettle:
+		return "queue_settle"
+	case OpQueueAdmin:
+		return "queue_admin"
 	}
 	return "unknown"
 }

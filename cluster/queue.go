@@ -1,0 +1,446 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/servicegate/servicegate/queue"
+)
+
+// queueKeys is the key space of the shared webhook queues:
+// <prefix>queue:<name>:… (see queue_scripts.go).
+const queueKeys = "queue:"
+
+// Defaults of QueueOptions.
+const (
+	DefaultQueueLease = 2*queue.DefaultTimeout + time.Second
+	DefaultQueuePoll  = 500 * time.Millisecond
+)
+
+// QueueOptions configure a shared queue beyond its delivery policy.
+type QueueOptions struct {
+	// Name names the queue in Redis: instances opening the same name share
+	// its deliveries.
+	Name string
+	// Lease is how long an instance may hold an organization's head while
+	// it sends it; an instance that dies holding it is taken over once it
+	// ends. Make it longer than an attempt's timeout. Default
+	// DefaultQueueLease.
+	Lease time.Duration
+	// Poll is the longest an idle instance waits before it looks for
+	// deliveries queued by the others. Default DefaultQueuePoll.
+	Poll time.Duration
+}
+
+// Queue is a durable webhook queue in Redis, shared by every instance that
+// opens the same name: it implements queue.Deliveries as queue.Queue does
+// on one machine, with the same delivery policy (queue.Options.Settle).
+//
+// Each organization's deliveries are a Redis stream read through one
+// consumer group, so any instance delivers any of them. One organization's
+// deliveries still reach the app one at a time, in the order received:
+// an instance takes an organization's head only under the organization's
+// lease (a key with expiry). An instance that dies mid-delivery leaves its
+// entry pending in the group and its lease to run out; the next instance
+// to take the lease takes the entry over (XAUTOCLAIM) and sends it again,
+// with the same delivery ID. A delivery is durable once Redis has it:
+// how much a Redis crash can lose is Redis' persistence setting (appendonly
+// with appendfsync always loses nothing acknowledged).
+type Queue struct {
+	c        *Client
+	base     string
+	sender   queue.Sender
+	opts     queue.Options
+	qo       QueueOptions
+	consumer string
+	epoch    string
+
+	ctx    context.Context
+	stop   context.CancelFunc
+	wake   chan struct{}
+	done   sync.WaitGroup
+	slots  chan struct{}
+	mu     sync.Mutex
+	closed bool
+	stats  queue.Stats // the last stats read, kept while Redis fails
+}
+
+var _ queue.Deliveries = (*Queue)(nil)
+
+// claimed is one delivery an instance holds the lease of.
+type claimed struct {
+	org, entry string
+	meta       queue.Meta
+	payload    []byte
+}
+
+// OpenQueue starts delivering the shared queue called qo.Name: this
+// instance joins the others that opened it.
+func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOptions) (*Queue, error) {
+	if qo.Name == "" {
+		return nil, errors.New("shared webhook queue: a name is required")
+	}
+	if qo.Lease <= 0 {
+		qo.Lease = DefaultQueueLease
+	}
+	if qo.Poll <= 0 {
+		qo.Poll = DefaultQueuePoll
+	}
+	opts = opts.WithDefaults()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	q := &Queue{
+		c: c, base: c.prefix + queueKeys + qo.Name + ":", sender: sender, opts: opts, qo: qo,
+		consumer: hex.EncodeToString(b[:]),
+		wake:     make(chan struct{}, 1),
+		slots:    make(chan struct{}, opts.Concurrency),
+	}
+	// The epoch prefixes delivery IDs, so that IDs stay unique if the
+	// queue's keys are ever removed and its counter starts again.
+	_, _ = rand.Read(b[:6])
+	err := c.Call(context.Background(), OpQueueAdmin, func(ctx context.Context) error {
+		if err := c.rdb.SetNX(ctx, q.base+"epoch", hex.EncodeToString(b[:6]), 0).Err(); err != nil {
+			return err
+		}
+		var err error
+		q.epoch, err = c.rdb.Get(ctx, q.base+"epoch").Result()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shared webhook queue %s: %w", qo.Name, err)
+	}
+	q.ctx, q.stop = context.WithCancel(context.Background())
+	q.done.Add(1)
+	go q.run()
+	return q, nil
+}
+
+func (q *Queue) key(name string) string { return q.base + name }
+
+// Enqueue implements queue.Deliveries: d is in Redis when it returns.
+func (q *Queue) Enqueue(d *queue.Delivery) error {
+	now := q.opts.Now()
+	d.Received, d.NextAttempt, d.Attempts = now, now, 0
+	d.Size = len(d.Body)
+	payload, err := queue.EncodePayload(d.Header, d.Body)
+	if err != nil {
+		return err
+	}
+	d.ID, d.Seq = "", 0 // given by Redis; the stored metadata holds neither
+	meta, err := json.Marshal(d.Meta)
+	if err != nil {
+		return err
+	}
+	dedup := q.key("d:" + hex.EncodeToString(queue.DedupKey(d.Organization, d.Body)))
+	var seq int64
+	err = q.c.Call(q.ctx, OpQueueAdd, func(ctx context.Context) error {
+		var err error
+		seq, err = queueAddScript.Run(ctx, q.c.rdb,
+			[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup},
+			q.epoch, meta, payload, now.UnixMilli(), q.opts.Dedup.Milliseconds(), d.Organization).Int64()
+		return err
+	})
+	if errors.Is(err, redis.Nil) {
+		return queue.ErrDuplicate
+	}
+	if err != nil {
+		return fmt.Errorf("webhook queue: storing a delivery: %w", err)
+	}
+	d.Seq, d.ID = uint64(seq), q.epoch+"-"+strconv.FormatInt(seq, 10)
+	q.poke()
+	return nil
+}
+
+func (q *Queue) poke() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run takes due deliveries while a slot is free, until Close.
+func (q *Queue) run() {
+	defer q.done.Done()
+	timer := time.NewTimer(q.qo.Poll)
+	defer timer.Stop()
+	for {
+		wait := q.qo.Poll
+	fill:
+		for {
+			select {
+			case q.slots <- struct{}{}:
+			default:
+				break fill // every slot busy: a finishing attempt wakes us
+			}
+			cl, next, err := q.claim()
+			if err != nil || cl == nil {
+				<-q.slots
+				if err == nil && next >= 0 {
+					wait = min(wait, next)
+				}
+				break
+			}
+			q.done.Add(1)
+			go q.attempt(cl)
+		}
+		timer.Reset(wait)
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-q.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// claim takes the head of a due organization, or says how long until one
+// is due (-1: none queued).
+func (q *Queue) claim() (*claimed, time.Duration, error) {
+	var reply []any
+	err := q.c.Call(q.ctx, OpQueueClaim, func(ctx context.Context) error {
+		var err error
+		reply, err = queueClaimScript.Run(ctx, q.c.rdb, []string{q.key("ready"), q.key("pending")},
+			q.opts.Now().UnixMilli(), q.qo.Lease.Milliseconds(), q.consumer, q.base, 2*q.opts.Concurrency+8).Slice()
+		return err
+	})
+	if err != nil {
+		if q.ctx.Err() == nil {
+			q.opts.OnError(fmt.Errorf("webhook queue: taking a delivery: %w", err))
+		}
+		return nil, 0, err
+	}
+	if len(reply) == 1 {
+		ms, _ := reply[0].(int64)
+		if ms < 0 {
+			return nil, -1, nil
+		}
+		return nil, time.Duration(ms) * time.Millisecond, nil
+	}
+	if len(reply) != 5 {
+		return nil, 0, fmt.Errorf("webhook queue: unexpected claim reply of %d values", len(reply))
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	cl := &claimed{org: str(reply[0]), entry: str(reply[1]), payload: []byte(str(reply[4]))}
+	id := str(reply[2])
+	if err := json.Unmarshal([]byte(str(reply[3])), &cl.meta); err != nil {
+		// Metadata lost or corrupt: deliver what the stream holds.
+		cl.meta = queue.Meta{Organization: cl.org, Received: q.opts.Now()}
+	}
+	cl.meta.ID, cl.meta.Seq = id, seqOf(id)
+	return cl, 0, nil
+}
+
+// seqOf reads the sequence number at the end of a delivery ID.
+func seqOf(id string) uint64 {
+	n, _ := strconv.ParseUint(id[strings.LastIndexByte(id, '-')+1:], 10, 64)
+	return n
+}
+
+// attempt sends one delivery and files the result.
+func (q *Queue) attempt(cl *claimed) {
+	defer q.done.Done()
+	defer func() { <-q.slots; q.poke() }()
+	m := cl.meta
+	h, body, err := queue.DecodePayload(cl.payload)
+	var outcome queue.Outcome
+	if err != nil {
+		m.Attempts++
+		m.Dead, outcome = "its stored body could not be read: "+err.Error(), queue.OutcomeDead
+	} else {
+		res := q.sender.Send(q.ctx, queue.WithAttempt(m), h, body)
+		if q.ctx.Err() != nil {
+			// Closing: the lease goes back, so that another instance
+			// sends the delivery again now rather than when it ends.
+			q.settle(cl, "release", m, q.opts.Now())
+			return
+		}
+		m, outcome = q.opts.Settle(m, res, q.opts.Now())
+	}
+	q.opts.OnOutcome(outcome)
+	switch outcome {
+	case queue.OutcomeDelivered:
+		q.settle(cl, "done", m, time.Time{})
+	case queue.OutcomeRetry:
+		q.settle(cl, "retry", m, m.NextAttempt)
+	default:
+		q.settle(cl, "bury", m, time.Time{})
+		q.opts.OnDead(m)
+	}
+}
+
+// settle runs the settle script for cl in mode, with m as the delivery's
+// metadata and due as when its organization may be taken next (retry,
+// release). A failure leaves the delivery pending in Redis: it is sent
+// again once the lease runs out.
+func (q *Queue) settle(cl *claimed, mode string, m queue.Meta, due time.Time) {
+	meta, _ := json.Marshal(m)
+	err := q.c.Call(context.WithoutCancel(q.ctx), OpQueueSettle, func(ctx context.Context) error {
+		return queueSettleScript.Run(ctx, q.c.rdb,
+			[]string{q.key("ready"), q.key("pending"), q.key("age"), q.key("s:" + cl.org), q.key("l:" + cl.org), q.key("dead"), q.key("deadp")},
+			cl.entry, m.ID, q.consumer, q.opts.Now().UnixMilli(), cl.org, mode, meta, due.UnixMilli()).Err()
+	})
+	if err != nil {
+		q.opts.OnError(fmt.Errorf("webhook queue: recording the attempt of %s (%s): %w", m.ID, mode, err))
+	}
+}
+
+// Stats implements queue.Deliveries: the queue's depth across every
+// instance, the oldest delivery's received time, this instance's attempts
+// under way. While Redis fails it reports what it read last.
+func (q *Queue) Stats() queue.Stats {
+	var s queue.Stats
+	err := q.c.Call(q.ctx, OpQueueAdmin, func(ctx context.Context) error {
+		n, err := q.c.rdb.ZCard(ctx, q.key("age")).Result()
+		if err != nil {
+			return err
+		}
+		s.Depth = int(n)
+		first, err := q.c.rdb.ZRangeWithScores(ctx, q.key("age"), 0, 0).Result()
+		if err == nil && len(first) == 1 {
+			s.Oldest = time.UnixMilli(int64(first[0].Score))
+		}
+		return err
+	})
+	s.InFlight = len(q.slots)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err != nil {
+		s.Depth, s.Oldest = q.stats.Depth, q.stats.Oldest
+	}
+	q.stats = s
+	return s
+}
+
+// list reads a hash of metadata, in received order.
+func (q *Queue) list(hash string) ([]queue.Meta, error) {
+	var all map[string]string
+	err := q.c.Call(q.ctx, OpQueueAdmin, func(ctx context.Context) error {
+		var err error
+		all, err = q.c.rdb.HGetAll(ctx, q.key(hash)).Result()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]queue.Meta, 0, len(all))
+	for id, v := range all {
+		var m queue.Meta
+		if json.Unmarshal([]byte(v), &m) != nil {
+			continue
+		}
+		m.ID, m.Seq = id, seqOf(id)
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b queue.Meta) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
+}
+
+// Pending implements queue.Deliveries, for every instance's deliveries.
+func (q *Queue) Pending() ([]queue.Meta, error) { return q.list("pending") }
+
+// Dead implements queue.Deliveries.
+func (q *Queue) Dead() ([]queue.Meta, error) { return q.list("dead") }
+
+// Replay implements queue.Deliveries: the dead letter goes to the end of
+// its organization's stream, with no attempts, due now.
+func (q *Queue) Replay(id string) error {
+	var v string
+	err := q.c.Call(q.ctx, OpQueueAdmin, func(ctx context.Context) error {
+		var err error
+		v, err = q.c.rdb.HGet(ctx, q.key("dead"), id).Result()
+		return err
+	})
+	if errors.Is(err, redis.Nil) {
+		return queue.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	var m queue.Meta
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return fmt.Errorf("webhook queue: dead letter %s: %w", id, err)
+	}
+	now := q.opts.Now()
+	m.Dead, m.Attempts, m.NextAttempt, m.LastStatus, m.LastError = "", 0, now, 0, ""
+	meta, _ := json.Marshal(m)
+	var n int64
+	err = q.c.Call(q.ctx, OpQueueAdmin, func(ctx context.Context) error {
+		var err error
+		n, err = queueReviveScript.Run(ctx, q.c.rdb,
+			[]string{q.key("dead"), q.key("deadp"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + m.Organization)},
+			id, meta, now.UnixMilli(), m.Organization).Int64()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return queue.ErrNotFound
+	}
+	q.poke()
+	return nil
+}
+
+// ReplayOrganization implements queue.Deliveries.
+func (q *Queue) ReplayOrganization(org string) (int, error) {
+	dead, err := q.Dead()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range dead {
+		if m.Organization != org {
+			continue
+		}
+		if err := q.Replay(m.ID); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Drop implements queue.Deliveries.
+func (q *Queue) Drop(id string) error {
+	var n int64
+	err := q.c.Call(q.ctx, OpQueueAdmin, func(ctx context.Context) error {
+		var err error
+		n, err = queueDropScript.Run(ctx, q.c.rdb, []string{q.key("dead"), q.key("deadp")}, id).Int64()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return queue.ErrNotFound
+	}
+	return nil
+}
+
+// Close implements queue.Deliveries: attempts under way are cancelled and
+// their leases given back, so that the other instances send them at once.
+// The deliveries stay in Redis.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	q.mu.Unlock()
+	q.stop()
+	q.done.Wait()
+	return nil
+}

@@ -1,0 +1,173 @@
+package cluster
+
+import "github.com/redis/go-redis/v9"
+
+// The shared webhook queue's Redis data, under <prefix>queue:<name>: (the
+// base, passed to scripts that name per-organization keys):
+//
+//	seq        INCR counter numbering the deliveries
+//	epoch      random prefix of the delivery IDs, set once
+//	pending    HASH  delivery ID → Meta JSON (attempts, next attempt, last answer)
+//	age        ZSET  delivery ID scored by its received time (ms), for depth and oldest age
+//	ready      ZSET  organization scored by when its head may be taken (ms):
+//	           present exactly when the organization has deliveries; while an
+//	           instance holds its lease, scored at the lease's end
+//	s:<org>    STREAM of the organization's deliveries in received order,
+//	           fields id and p (headers and body as queue.EncodePayload packs
+//	           them), read through the consumer group "deliver"
+//	l:<org>    STRING lease: the consumer delivering the organization's head
+//	d:<sha256> STRING a delivery seen within the dedup window
+//	dead       HASH  delivery ID → Meta JSON of a dead letter
+//	deadp      HASH  delivery ID → its payload
+//
+// Every script runs atomically, so the invariants between these keys hold
+// whatever instances do at the same time or die in between.
+
+// queueAddScript stores one delivery: dedup check, then ID, stream entry,
+// metadata, age and the organization's place in ready.
+//
+//	KEYS: seq pending age ready stream dedup
+//	ARGV: epoch meta payload now-ms dedup-ms org
+//
+// It returns the delivery's sequence number, or false for a duplicate.
+var queueAddScript = redis.NewScript(`
+if tonumber(ARGV[5]) > 0 then
+  if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return false end
+end
+local seq = redis.call('INCR', KEYS[1])
+local id = ARGV[1] .. '-' .. seq
+if redis.call('EXISTS', KEYS[5]) == 0 then
+  redis.call('XGROUP', 'CREATE', KEYS[5], 'deliver', '0', 'MKSTREAM')
+end
+redis.call('XADD', KEYS[5], '*', 'id', id, 'p', ARGV[3])
+redis.call('HSET', KEYS[2], id, ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], id)
+redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[6])
+return seq
+`)
+
+// queueClaimScript takes the head of the first due organization whose
+// lease is free: the lease is set for the caller, the organization is
+// scored at the lease's end (hidden from the others until then), and the
+// head is read through the consumer group: an entry still pending (read
+// by a consumer that died, or by the caller before a retry) comes first,
+// taken over with XAUTOCLAIM, else the next new one. An organization whose
+// lease another consumer holds is scored at that lease's end, so that it
+// does not stand in front of the others.
+//
+//	KEYS: ready pending
+//	ARGV: now-ms lease-ms consumer base scan
+//
+// It returns {org, entry, id, meta, payload}, or {wait-ms} when nothing is
+// due (-1: the queue is empty).
+var queueClaimScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local orgs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[5])
+for _, org in ipairs(orgs) do
+  local lease = ARGV[4] .. 'l:' .. org
+  if redis.call('SET', lease, ARGV[3], 'NX', 'PX', ARGV[2]) then
+    local stream = ARGV[4] .. 's:' .. org
+    local e = nil
+    local c = redis.pcall('XAUTOCLAIM', stream, 'deliver', ARGV[3], 0, '0-0', 'COUNT', 1)
+    if type(c) == 'table' and c[2] and c[2][1] then e = c[2][1] end
+    if not e then
+      local r = redis.pcall('XREADGROUP', 'GROUP', 'deliver', ARGV[3], 'COUNT', 1, 'STREAMS', stream, '>')
+      if type(r) == 'table' and r[1] and r[1][2][1] then e = r[1][2][1] end
+    end
+    if e then
+      redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), org)
+      local f = {}
+      for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
+      return {org, e[1], f['id'], redis.call('HGET', KEYS[2], f['id']) or '', f['p']}
+    end
+    redis.call('DEL', lease)
+    if redis.call('EXISTS', stream) == 0 or redis.call('XLEN', stream) == 0 then
+      redis.call('ZREM', KEYS[1], org)
+    end
+  else
+    redis.call('ZADD', KEYS[1], now + math.max(redis.call('PTTL', lease), 1), org)
+  end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if not first[1] then return {-1} end
+return {math.max(tonumber(first[2]) - now, 0)}
+`)
+
+// queueSettleScript files how an attempt ended. mode "done" removes the
+// delivery; "bury" moves it to the dead letters with its payload; "retry"
+// records its metadata and scores its organization at the next attempt,
+// leaving the entry pending in the group for the next claim; "release"
+// gives the lease back, the head due now (an attempt cut short by a
+// shutdown). Whatever the mode, the lease and the organization's score
+// are only touched while the caller still holds the lease: one that
+// overran it leaves both to the instance that took over.
+//
+//	KEYS: ready pending age stream lease dead deadp
+//	ARGV: entry id consumer now-ms org mode meta due-ms
+var queueSettleScript = redis.NewScript(`
+local mine = redis.call('GET', KEYS[5]) == ARGV[3]
+local mode = ARGV[6]
+if mode == 'retry' or mode == 'release' then
+  if mode == 'retry' and redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
+    redis.call('HSET', KEYS[2], ARGV[2], ARGV[7])
+  end
+  if mine then
+    redis.call('DEL', KEYS[5])
+    redis.call('ZADD', KEYS[1], ARGV[8], ARGV[5])
+  end
+  return 1
+end
+if mode == 'bury' and redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
+  local r = redis.pcall('XRANGE', KEYS[4], ARGV[1], ARGV[1])
+  if type(r) == 'table' and r[1] then
+    local f = {}
+    for i = 1, #r[1][2], 2 do f[r[1][2][i]] = r[1][2][i + 1] end
+    redis.call('HSET', KEYS[6], ARGV[2], ARGV[7])
+    redis.call('HSET', KEYS[7], ARGV[2], f['p'])
+  end
+end
+redis.pcall('XACK', KEYS[4], 'deliver', ARGV[1])
+redis.pcall('XDEL', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[2])
+if mine then redis.call('DEL', KEYS[5]) end
+if redis.call('EXISTS', KEYS[4]) == 1 and redis.call('XLEN', KEYS[4]) > 0 then
+  if mine then redis.call('ZADD', KEYS[1], ARGV[4], ARGV[5]) end
+else
+  redis.call('DEL', KEYS[4])
+  redis.call('ZREM', KEYS[1], ARGV[5])
+end
+return 1
+`)
+
+// queueReviveScript turns a dead letter back into a pending delivery at
+// the end of its organization's stream, due now.
+//
+//	KEYS: dead deadp pending age ready stream
+//	ARGV: id meta now-ms org
+//
+// It returns 0 when there is no such dead letter.
+var queueReviveScript = redis.NewScript(`
+local p = redis.call('HGET', KEYS[2], ARGV[1])
+if not p or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[6]) == 0 then
+  redis.call('XGROUP', 'CREATE', KEYS[6], 'deliver', '0', 'MKSTREAM')
+end
+redis.call('XADD', KEYS[6], '*', 'id', ARGV[1], 'p', p)
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[5], 'NX', ARGV[3], ARGV[4])
+return 1
+`)
+
+// queueDropScript removes a dead letter and its payload; 0 when none.
+//
+//	KEYS: dead deadp
+//	ARGV: id
+var queueDropScript = redis.NewScript(`
+local n = redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return n
+`)

@@ -1,0 +1,333 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/servicegate/servicegate/cluster/redistest"
+	"github.com/servicegate/servicegate/queue"
+)
+
+// appStub is the app behind a queue: it records every attempt and answers
+// with answer (200 when nil). It fails the test when one organization has
+// two attempts in flight at once.
+type appStub struct {
+	t      *testing.T
+	answer func(ctx context.Context, m queue.Meta, body string) queue.Result
+
+	mu       sync.Mutex
+	got      []string            // bodies, in the order attempts began
+	by       map[string][]string // delivered bodies by organization
+	ids      map[string]int      // attempts by delivery id
+	inFlight map[string]int
+	sentBy   map[string]int // attempts by queue name
+	name     string
+}
+
+func newAppStub(t *testing.T, answer func(ctx context.Context, m queue.Meta, body string) queue.Result) *appStub {
+	return &appStub{t: t, answer: answer, by: map[string][]string{}, ids: map[string]int{}, inFlight: map[string]int{}, sentBy: map[string]int{}}
+}
+
+// as is the app seen from the instance called name.
+func (a *appStub) as(name string) queue.Sender { return stubSender{a, name} }
+
+type stubSender struct {
+	a    *appStub
+	name string
+}
+
+func (s stubSender) Send(ctx context.Context, m queue.Meta, h http.Header, body []byte) queue.Result {
+	a := s.a
+	a.mu.Lock()
+	a.inFlight[m.Organization]++
+	if n := a.inFlight[m.Organization]; n > 1 {
+		a.t.Errorf("%d deliveries of organization %q in flight at once", n, m.Organization)
+	}
+	a.got = append(a.got, string(body))
+	a.ids[m.ID]++
+	a.sentBy[s.name]++
+	a.mu.Unlock()
+	if h.Get("X-Test") != "kept" {
+		a.t.Errorf("header X-Test = %q, want kept", h.Get("X-Test"))
+	}
+	res := queue.Result{Status: http.StatusOK}
+	if a.answer != nil {
+		res = a.answer(ctx, m, string(body))
+	}
+	a.mu.Lock()
+	a.inFlight[m.Organization]--
+	if res.Delivered() {
+		a.by[m.Organization] = append(a.by[m.Organization], string(body))
+	}
+	a.mu.Unlock()
+	return res
+}
+
+func (a *appStub) delivered() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, b := range a.by {
+		n += len(b)
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var fastRetries = queue.Options{FirstDelay: 20 * time.Millisecond, MaxDelay: 80 * time.Millisecond}
+
+func openQueue(t *testing.T, c *Client, s queue.Sender, o queue.Options, qo QueueOptions) *Queue {
+	t.Helper()
+	if qo.Name == "" {
+		qo.Name = "app"
+	}
+	q, err := c.OpenQueue(s, o, qo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+func enqueue(t *testing.T, q queue.Deliveries, org, body string) *queue.Delivery {
+	t.Helper()
+	d := &queue.Delivery{
+		Meta:   queue.Meta{Organization: org, To: "http://127.0.0.1:1", Method: "POST", URI: "/webhooks?x=1"},
+		Header: http.Header{"X-Test": {"kept"}},
+		Body:   []byte(body),
+	}
+	if err := q.Enqueue(d); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	return d
+}
+
+func TestQueueSharedByInstancesKeepsEachOrganizationInOrder(t *testing.T) {
+	srv := redistest.Start(t)
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		time.Sleep(time.Millisecond)
+		if m.Attempts == 1 && strings.HasSuffix(body, "-7") {
+			return queue.Result{Status: http.StatusServiceUnavailable} // a retry must not let the next one pass
+		}
+		return queue.Result{Status: http.StatusOK}
+	})
+	a := openQueue(t, newClient(t, srv, Options{}), app.as("a"), fastRetries, QueueOptions{Poll: 50 * time.Millisecond})
+	b := openQueue(t, newClient(t, srv, Options{}), app.as("b"), fastRetries, QueueOptions{Poll: 50 * time.Millisecond})
+
+	const orgs, each = 6, 30
+	ids := map[string]bool{}
+	for i := range each {
+		for o := range orgs {
+			q := a
+			if (i+o)%2 == 1 {
+				q = b
+			}
+			d := enqueue(t, q, fmt.Sprintf("org%d", o), fmt.Sprintf("org%d-%d", o, i))
+			if ids[d.ID] {
+				t.Fatalf("id %s given twice", d.ID)
+			}
+			ids[d.ID] = true
+		}
+	}
+	waitFor(t, "every delivery", 30*time.Second, func() bool { return app.delivered() == orgs*each })
+
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	for o := range orgs {
+		org := fmt.Sprintf("org%d", o)
+		got := app.by[org]
+		for i, body := range got {
+			if want := fmt.Sprintf("%s-%d", org, i); body != want {
+				t.Fatalf("%s: delivery %d is %q, want %q (order lost): %q", org, i, body, want, got)
+			}
+		}
+	}
+	for id, n := range app.ids {
+		want := 1
+		if n != want && n != 2 { // the -7 deliveries are sent twice
+			t.Errorf("delivery %s sent %d times", id, n)
+		}
+	}
+	if app.sentBy["a"] == 0 || app.sentBy["b"] == 0 {
+		t.Errorf("attempts by instance: %v; want both instances to deliver", app.sentBy)
+	}
+	if n := srv.Dbsize(t); n != 2 { // seq and epoch
+		keys, _ := srv.Do("KEYS", "*")
+		t.Errorf("%d keys left once everything was delivered, want 2 (seq, epoch):\n%s", n, keys)
+	}
+	if s := a.Stats(); s.Depth != 0 {
+		t.Errorf("depth %d after delivery", s.Depth)
+	}
+}
+
+func TestQueueTakesOverTheDeliveriesOfADeadInstance(t *testing.T) {
+	srv := redistest.Start(t)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	// Instance a takes the head and never comes back, as a process killed
+	// mid-delivery.
+	var aTook atomic.Int32
+	dead := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		aTook.Add(1)
+		<-stuck
+		return queue.Result{Err: errors.New("gone")}
+	})
+	ca := newClient(t, srv, Options{})
+	a, err := ca.OpenQueue(dead.as("a"), fastRetries, QueueOptions{Name: "app", Lease: 400 * time.Millisecond, Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = a // never closed before the test ends: it is "dead"
+	for i := range 5 {
+		enqueue(t, a, "acme", fmt.Sprintf("acme-%d", i))
+	}
+	enqueue(t, a, "other", "other-0")
+	waitFor(t, "instance a to take the heads", 5*time.Second, func() bool { return aTook.Load() == 2 })
+	// From now on a reaches Redis no more: it neither settles nor claims.
+	_ = ca.Close()
+
+	app := newAppStub(t, nil)
+	start := time.Now()
+	openQueue(t, newClient(t, srv, Options{}), app.as("b"), fastRetries, QueueOptions{Name: "app", Lease: 400 * time.Millisecond, Poll: 20 * time.Millisecond})
+	waitFor(t, "instance b to deliver everything", 10*time.Second, func() bool { return app.delivered() == 6 })
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Errorf("b delivered after %s: it did not wait for a's lease", took)
+	}
+	app.mu.Lock()
+	got := strings.Join(app.by["acme"], ",")
+	app.mu.Unlock()
+	if got != "acme-0,acme-1,acme-2,acme-3,acme-4" {
+		t.Errorf("acme got %s", got)
+	}
+	if aTook.Load() != 2 {
+		t.Errorf("instance a took %d heads, want 2", aTook.Load())
+	}
+}
+
+func TestQueueCloseHandsDeliveriesOverAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	var took atomic.Int32
+	slow := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		took.Add(1)
+		<-ctx.Done()
+		return queue.Result{Err: ctx.Err()}
+	})
+	a, err := newClient(t, srv, Options{}).OpenQueue(slow.as("a"), fastRetries, QueueOptions{Name: "app", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, a, "acme", "acme-0")
+	waitFor(t, "a to take the delivery", 5*time.Second, func() bool { return took.Load() == 1 })
+	app := newAppStub(t, nil)
+	openQueue(t, newClient(t, srv, Options{}), app.as("b"), fastRetries, QueueOptions{Name: "app", Lease: time.Minute, Poll: 20 * time.Millisecond})
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to deliver what a gave back (well before a's lease of a minute ends)", 5*time.Second, func() bool { return app.delivered() == 1 })
+	if n := slow.delivered(); n != 0 {
+		t.Errorf("a delivered %d", n)
+	}
+}
+
+func TestQueueDeadLettersReplayAndDrop(t *testing.T) {
+	srv := redistest.Start(t)
+	var fixed atomic.Bool
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		if fixed.Load() {
+			return queue.Result{Status: http.StatusNoContent}
+		}
+		return queue.Result{Status: http.StatusUnprocessableEntity}
+	})
+	var deadSeen atomic.Int32
+	o := fastRetries
+	o.OnDead = func(queue.Meta) { deadSeen.Add(1) }
+	q := openQueue(t, newClient(t, srv, Options{}), app.as("a"), o, QueueOptions{Poll: 20 * time.Millisecond})
+	d1 := enqueue(t, q, "acme", "secret-body-1")
+	d2 := enqueue(t, q, "acme", "secret-body-2")
+	d3 := enqueue(t, q, "zeta", "secret-body-3")
+	waitFor(t, "three dead letters", 5*time.Second, func() bool { return deadSeen.Load() == 3 })
+
+	dead, err := q.Dead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 3 || dead[0].ID != d1.ID || dead[1].ID != d2.ID || dead[2].ID != d3.ID {
+		t.Fatalf("dead letters %+v", dead)
+	}
+	if dead[0].LastStatus != 422 || dead[0].Dead != "the app answered 422" || dead[0].Attempts != 1 || dead[0].Size != len("secret-body-1") {
+		t.Errorf("dead letter %+v", dead[0])
+	}
+	pending, _ := q.Pending()
+	if len(pending) != 0 {
+		t.Errorf("pending %+v", pending)
+	}
+
+	if err := q.Drop(d3.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Drop(d3.ID); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("second Drop = %v", err)
+	}
+	if err := q.Replay("nope-1"); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("Replay of an unknown id = %v", err)
+	}
+	fixed.Store(true)
+	n, err := q.ReplayOrganization("acme")
+	if err != nil || n != 2 {
+		t.Fatalf("ReplayOrganization = %d, %v", n, err)
+	}
+	waitFor(t, "the replayed letters", 5*time.Second, func() bool { return app.delivered() == 2 })
+	app.mu.Lock()
+	if got := strings.Join(app.by["acme"], ","); got != "secret-body-1,secret-body-2" {
+		t.Errorf("replayed %s", got)
+	}
+	app.mu.Unlock()
+	if dead, _ := q.Dead(); len(dead) != 0 {
+		t.Errorf("dead letters left: %+v", dead)
+	}
+}
+
+func TestQueueDedupWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	o := fastRetries
+	o.Dedup = time.Minute
+	q := openQueue(t, newClient(t, srv, Options{}), newAppStub(t, nil).as("a"), o, QueueOptions{})
+	enqueue(t, q, "acme", "same")
+	d := &queue.Delivery{Meta: queue.Meta{Organization: "acme"}, Header: http.Header{}, Body: []byte("same")}
+	if err := q.Enqueue(d); !errors.Is(err, queue.ErrDuplicate) {
+		t.Errorf("identical delivery: %v, want ErrDuplicate", err)
+	}
+	enqueue(t, q, "other", "same") // another organization is not a duplicate
+}
+
+func TestQueueEnqueueFailsWhileRedisIsDown(t *testing.T) {
+	srv := redistest.Start(t)
+	q := openQueue(t, newClient(t, srv, Options{Timeout: 300 * time.Millisecond}), newAppStub(t, nil).as("a"), fastRetries, QueueOptions{})
+	srv.Stop()
+	d := &queue.Delivery{Meta: queue.Meta{Organization: "acme"}, Header: http.Header{}, Body: []byte("x")}
+	err := q.Enqueue(d)
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Op != OpQueueAdd {
+		t.Fatalf("Enqueue with Redis down = %v, want a queue_add CallError", err)
+	}
+	if strings.Contains(err.Error(), "x") && strings.Contains(err.Error(), "body") {
+		t.Errorf("error quotes the body: %v", err)
+	}
+}
