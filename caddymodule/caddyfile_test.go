@@ -178,6 +178,8 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"webhook without secret", "service_webhook", []string{"module_key k"}, 3, "needs at least one secret or a secrets_file"},
 		{"webhook empty module key", "service_webhook", []string{"secret s", `module_key ""`}, 3, "a module key is empty"},
 		{"webhook empty event", "service_webhook", []string{"secret s", `events ""`}, 3, "an event name is empty"},
+		{"webhook queue unknown store", "service_webhook", []string{"secret s", "queue {", "to http://127.0.0.1:3000", "store memory", "}"}, 3, `store "memory" is neither disk nor redis`},
+		{"webhook queue dir with redis", "service_webhook", []string{"secret s", "queue {", "to http://127.0.0.1:3000", "store redis", "dir /tmp/q", "}"}, 3, "with store redis, leave it out"},
 		{"subscription without base_url", "service_subscription", []string{"app_identifier a"}, 3, "base_url is required"},
 		{"subscription without app_identifier", "service_subscription", []string{"base_url http://127.0.0.1:8081"}, 3, "app_identifier is required"},
 		{"subscription base_url not http", "service_subscription", []string{"app_identifier a", "base_url ftp://x.example"}, 5, "not http or https"},

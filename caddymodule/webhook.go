@@ -102,10 +102,10 @@ type ServiceWebhook struct {
 	outcomes webhookOutcomes
 	logger   *zap.Logger
 	stop     context.CancelFunc
-	watching chan struct{} // closed when the watching goroutine ends
-	tooLarge string        // the 413 message, made once
-	tooSlow  string        // the 408 message, made once
-	queue    *queue.Queue  // nil without Queue
+	watching chan struct{}    // closed when the watching goroutine ends
+	tooLarge string           // the 413 message, made once
+	tooSlow  string           // the 408 message, made once
+	queue    queue.Deliveries // nil without Queue
 	queueKey string
 	queueTo  string
 }
@@ -189,6 +189,14 @@ func (m *ServiceWebhook) Validate() error {
 	}
 	if slices.Contains(m.Events, "") {
 		return errors.New("service_webhook: an event name is empty")
+	}
+	if q := m.Queue; q != nil {
+		switch {
+		case q.Store != "" && q.Store != "disk" && q.Store != "redis":
+			return fmt.Errorf("service_webhook: queue: store %q is neither disk nor redis", q.Store)
+		case q.Store == "redis" && q.Dir != "":
+			return errors.New("service_webhook: queue: dir is where the disk store keeps its file; with store redis, leave it out")
+		}
 	}
 	return nil
 }

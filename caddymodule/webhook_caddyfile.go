@@ -27,7 +27,8 @@ func init() {
 //		read_timeout <duration>       # how long the body may take to arrive; default 10s
 //		queue {                       # store, answer the service, deliver to the app with retries
 //			to <url>                  # the app, e.g. http://127.0.0.1:3000 (required)
-//			dir <path>                # default: servicegate/webhook-queue in Caddy's data directory
+//			store disk|redis          # default: redis with the servicegate app's redis option, else disk
+//			dir <path>                # store disk; default: servicegate/webhook-queue in Caddy's data directory
 //			concurrency <n>           # deliveries in flight toward the app; default 8
 //			max_age <duration>        # give up after; default 72h
 //			max_attempts <n>          # give up after; default: no limit but max_age
@@ -72,6 +73,7 @@ func unmarshalWebhookQueue(d *caddyfile.Dispenser) (*WebhookQueue, error) {
 	}
 	err := parseBlock(d, "service_webhook queue", map[string]subdirective{
 		"to":           once(stringArg(&q.To)),
+		"store":        once(stringArg(&q.Store)),
 		"dir":          once(stringArg(&q.Dir)),
 		"concurrency":  once(count(&q.Concurrency)),
 		"max_attempts": once(count(&q.MaxAttempts)),

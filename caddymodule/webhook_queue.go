@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,13 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/webhook"
 )
 
 // WebhookQueue makes service_webhook answer the service itself once a
-// verified delivery is stored on disk, then deliver it to the app with
+// verified delivery is stored durably, then deliver it to the app with
 // retries: no event is lost while the app is down, restarting or slow.
 // Deliveries go to To with their original method, path, headers and exact
 // body, plus X-Servicegate-Delivery-Id (the same on every attempt, for the
@@ -30,12 +32,23 @@ import (
 // exponential backoff and jitter, Retry-After honoured) and any other
 // (set aside at once as a dead letter) decide what happens next; one
 // organization's deliveries reach the app in the order received.
+//
+// The deliveries are kept on disk (an embedded bbolt file), or, when the
+// servicegate app shares state through Redis, in Redis streams: then
+// every instance delivering to the same app shares one queue, any of them
+// delivers, and the deliveries an instance was sending when it died are
+// sent by another once its lease (twice Timeout, plus a second) runs out.
 type WebhookQueue struct {
 	// To is the app's address (scheme, host and port), e.g.
 	// http://127.0.0.1:3000. Required.
 	To string `json:"to,omitempty"`
 
-	// Dir holds the queue's file. Handlers naming the same directory share
+	// Store is where deliveries are kept: "disk" (Dir) or "redis" (the
+	// servicegate app's Redis, shared by the instances). Default: redis
+	// when the servicegate app configures Redis, else disk.
+	Store string `json:"store,omitempty"`
+
+	// Dir holds the queue's file (store disk). Handlers naming the same directory share
 	// one queue (each delivery keeps its own To); its delivery settings
 	// below are those of the config that opened it, kept across reloads
 	// until no config uses it. Default: servicegate/webhook-queue in
@@ -65,11 +78,23 @@ type WebhookQueue struct {
 // handlers naming one directory share it.
 var webhookQueues = caddy.NewUsagePool()
 
-// pooledQueue is a queue in the pool.
-type pooledQueue struct{ *queue.Queue }
+// pooledQueue is a queue in the pool: where it keeps its deliveries (its
+// directory, or its Redis server and keys), and what to let go of once it
+// is closed.
+type pooledQueue struct {
+	queue.Deliveries
+	where   string
+	release func()
+}
 
 // Destruct closes the queue when no config uses it any more.
-func (p pooledQueue) Destruct() error { return p.Queue.Close() }
+func (p pooledQueue) Destruct() error {
+	err := p.Deliveries.Close()
+	if p.release != nil {
+		p.release()
+	}
+	return err
+}
 
 // The queue's metrics, created once per process.
 var (
@@ -95,7 +120,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		if !ok {
 			return true
 		}
-		dir := filepath.Dir(key.(string))
+		dir := p.where
 		s := p.Stats()
 		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(s.Depth), dir)
 		age := 0.0
@@ -116,11 +141,23 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		return fmt.Errorf("service_webhook: queue: to %q is not the app's address, such as http://127.0.0.1:3000", qc.To)
 	}
 	m.queueTo = to
-	dir := repl.ReplaceKnown(qc.Dir, "")
-	if dir == "" {
-		dir = filepath.Join(caddy.AppDataDir(), "servicegate", "webhook-queue")
+	app, err := servicegateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("service_webhook: queue: %w", err)
 	}
-	m.queueKey = filepath.Join(dir, "queue.db")
+	store := qc.Store // Validate has checked it
+	switch store {
+	case "":
+		// An explicit dir asks for the disk.
+		store = "disk"
+		if app != nil && qc.Dir == "" {
+			store = "redis"
+		}
+	case "redis":
+		if app == nil {
+			return errors.New("service_webhook: queue: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
+		}
+	}
 	reg := ctx.GetMetricsRegistry()
 	names := make([]string, queue.NumOutcomes)
 	for o := range queue.NumOutcomes {
@@ -143,23 +180,61 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		OnError: func(err error) { logger.Error("webhook queue", zap.Error(err)) },
 	}
 	sender := &queue.HTTPSender{Timeout: time.Duration(qc.Timeout)}
-	v, _, err := webhookQueues.LoadOrNew(m.queueKey, func() (caddy.Destructor, error) {
-		store, err := queue.OpenBolt(m.queueKey)
-		if err != nil {
-			return nil, err
+	var open func() (caddy.Destructor, error)
+	if store == "redis" {
+		open = m.openSharedQueue(app, sender, opts)
+	} else {
+		dir := repl.ReplaceKnown(qc.Dir, "")
+		if dir == "" {
+			dir = filepath.Join(caddy.AppDataDir(), "servicegate", "webhook-queue")
 		}
-		q, err := queue.Open(store, sender, opts)
-		if err != nil {
-			store.Close()
-			return nil, err
+		m.queueKey = filepath.Join(dir, "queue.db")
+		open = func() (caddy.Destructor, error) {
+			store, err := queue.OpenBolt(m.queueKey)
+			if err != nil {
+				return nil, err
+			}
+			q, err := queue.Open(store, sender, opts)
+			if err != nil {
+				store.Close()
+				return nil, err
+			}
+			return pooledQueue{Deliveries: q, where: dir}, nil
 		}
-		return pooledQueue{q}, nil
-	})
+	}
+	v, _, err := webhookQueues.LoadOrNew(m.queueKey, open)
 	if err != nil {
 		return fmt.Errorf("service_webhook: queue: %w", err)
 	}
-	m.queue = v.(pooledQueue).Queue
+	m.queue = v.(pooledQueue).Deliveries
 	return nil
+}
+
+// openSharedQueue returns what opens the queue of m's app in Redis, shared
+// by every instance delivering to it, and sets the handler's pool key. The
+// queue holds a reference to the app's Redis client until it is closed.
+func (m *ServiceWebhook) openSharedQueue(app *App, sender *queue.HTTPSender, opts queue.Options) func() (caddy.Destructor, error) {
+	c := app.Client()
+	m.queueKey = "redis\x00" + app.poolKey + "\x00" + m.queueTo
+	return func() (caddy.Destructor, error) {
+		v, _ := redisClients.LoadOrStore(app.poolKey, nil) // one more user of the client
+		rc, ok := v.(redisClient)
+		if !ok {
+			_, _ = redisClients.Delete(app.poolKey)
+			return nil, errors.New("the servicegate app's Redis client is gone")
+		}
+		timeout := cmp.Or(sender.Timeout, queue.DefaultTimeout)
+		q, err := c.OpenQueue(sender, opts, cluster.QueueOptions{Name: m.queueTo, Lease: 2*timeout + time.Second})
+		if err != nil {
+			_, _ = redisClients.Delete(app.poolKey)
+			return nil, err
+		}
+		return pooledQueue{
+			Deliveries: q,
+			where:      "redis://" + rc.Addr() + "/" + rc.Prefix() + "queue:" + m.queueTo,
+			release:    func() { _, _ = redisClients.Delete(app.poolKey) },
+		}, nil
+	}
 }
 
 // cleanupQueue lets go of the handler's queue; the last config to use it

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -47,29 +46,31 @@ func (WebhookQueueAdmin) Routes() []caddy.AdminRoute {
 
 // queueListing is one queue's part of a listing.
 type queueListing struct {
+	// Dir is the queue's directory, or redis://<host:port>/<key prefix>
+	// for a queue shared through Redis.
 	Dir        string       `json:"dir"`
 	Deliveries []queue.Meta `json:"deliveries"`
 }
 
 // eachQueue calls fn for every open queue.
-func eachQueue(fn func(dir string, q *queue.Queue) error) error {
+func eachQueue(fn func(dir string, q queue.Deliveries) error) error {
 	var err error
 	webhookQueues.Range(func(key, v any) bool {
 		if p, ok := v.(pooledQueue); ok {
-			err = fn(filepath.Dir(key.(string)), p.Queue)
+			err = fn(p.where, p.Deliveries)
 		}
 		return err == nil
 	})
 	return err
 }
 
-func listing(w http.ResponseWriter, r *http.Request, list func(*queue.Queue) ([]queue.Meta, error)) error {
+func listing(w http.ResponseWriter, r *http.Request, list func(queue.Deliveries) ([]queue.Meta, error)) error {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("use GET")}
 	}
 	out := []queueListing{}
-	err := eachQueue(func(dir string, q *queue.Queue) error {
+	err := eachQueue(func(dir string, q queue.Deliveries) error {
 		ms, err := list(q)
 		if ms == nil {
 			ms = []queue.Meta{}
@@ -86,7 +87,7 @@ func listing(w http.ResponseWriter, r *http.Request, list func(*queue.Queue) ([]
 }
 
 func listQueued(w http.ResponseWriter, r *http.Request) error {
-	return listing(w, r, (*queue.Queue).Pending)
+	return listing(w, r, queue.Deliveries.Pending)
 }
 
 // deadLetters lists (GET) or drops (DELETE ?id=) dead letters.
@@ -96,13 +97,13 @@ func deadLetters(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", "GET, DELETE")
 			return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("use GET, or DELETE ?id=<id>")}
 		}
-		return listing(w, r, (*queue.Queue).Dead)
+		return listing(w, r, queue.Deliveries.Dead)
 	}
 	id := r.URL.Query().Get("id")
 	if id == "" {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("the id of the dead letter to drop is missing")}
 	}
-	return onOneQueue(w, id, "dropped", (*queue.Queue).Drop)
+	return onOneQueue(w, id, "dropped", queue.Deliveries.Drop)
 }
 
 // replayDead sends one dead letter (?id=) or an organization's
@@ -115,10 +116,10 @@ func replayDead(w http.ResponseWriter, r *http.Request) error {
 	id, org := r.URL.Query().Get("id"), r.URL.Query().Get("organization")
 	switch {
 	case id != "" && org == "":
-		return onOneQueue(w, id, "replayed", (*queue.Queue).Replay)
+		return onOneQueue(w, id, "replayed", queue.Deliveries.Replay)
 	case org != "" && id == "":
 		total := 0
-		err := eachQueue(func(_ string, q *queue.Queue) error {
+		err := eachQueue(func(_ string, q queue.Deliveries) error {
 			n, err := q.ReplayOrganization(org)
 			total += n
 			return err
@@ -135,9 +136,9 @@ func replayDead(w http.ResponseWriter, r *http.Request) error {
 }
 
 // onOneQueue applies op to the dead letter id in whichever queue holds it.
-func onOneQueue(w http.ResponseWriter, id, done string, op func(*queue.Queue, string) error) error {
+func onOneQueue(w http.ResponseWriter, id, done string, op func(queue.Deliveries, string) error) error {
 	found := false
-	err := eachQueue(func(_ string, q *queue.Queue) error {
+	err := eachQueue(func(_ string, q queue.Deliveries) error {
 		err := op(q, id)
 		if err == nil {
 			found = true

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/servicegate/servicegate/cluster/redistest"
 	"github.com/servicegate/servicegate/emulator"
 	"github.com/servicegate/servicegate/queue"
 )
@@ -98,7 +99,12 @@ func (a *queueApp) total() int {
 	return n
 }
 
+// queueSite is a site whose /webhooks/* queue deliveries to app, on disk
+// in dir (in the servicegate app's Redis when dir is "").
 func queueSite(app *queueApp, dir, extra string) string {
+	if dir != "" {
+		dir = "dir " + dir
+	}
 	return `
 localhost:{port} {
 	route /webhooks/* {
@@ -107,7 +113,7 @@ localhost:{port} {
 			events project.translated project.approved
 			queue {
 				to http://` + app.addr + `
-				dir ` + dir + `
+				` + dir + `
 				` + extra + `
 			}
 		}
@@ -196,6 +202,20 @@ func TestWebhookQueueAppDownE2E(t *testing.T) {
 // TestWebhookQueueDeadLetterReplayE2E: an app answering 4xx makes a dead
 // letter at once; the admin API lists it (metadata only) and replays it.
 func TestWebhookQueueDeadLetterReplayE2E(t *testing.T) {
+	t.Run("disk", func(t *testing.T) {
+		deadLetterReplay(t, func(app *queueApp) { startCaddy(t, queueSite(app, t.TempDir(), "")) }, "/")
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		deadLetterReplay(t, func(app *queueApp) {
+			startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t\ttimeout 2s\n\t}", queueSite(app, "", ""))
+		}, "redis://"+srv.Addr+"/servicegate:queue:http://")
+	})
+}
+
+// deadLetterReplay runs the dead letter test against the Caddy start
+// starts; where is how the listing names the queue's place.
+func deadLetterReplay(t *testing.T, start func(app *queueApp), where string) {
 	app := newQueueApp(t)
 	var mu sync.Mutex
 	broken := true
@@ -208,7 +228,7 @@ func TestWebhookQueueDeadLetterReplayE2E(t *testing.T) {
 		return http.StatusOK
 	}
 	app.up(t)
-	startCaddy(t, queueSite(app, t.TempDir(), ""))
+	start(app)
 	admin := func(method, path string) (int, string) {
 		req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", e2eAdminPort, path), nil)
 		resp, err := http.DefaultClient.Do(req)
@@ -225,6 +245,7 @@ func TestWebhookQueueDeadLetterReplayE2E(t *testing.T) {
 	}
 	var listing struct {
 		Queues []struct {
+			Dir        string       `json:"dir"`
 			Deliveries []queue.Meta `json:"deliveries"`
 		} `json:"queues"`
 	}
@@ -236,6 +257,9 @@ func TestWebhookQueueDeadLetterReplayE2E(t *testing.T) {
 	_, out := admin("GET", "/service/webhook/dead")
 	if strings.Contains(out, "project.translated") || strings.Contains(out, emulator.SignDelivery([]byte(body), "demo-app-secret")) {
 		t.Errorf("the listing shows a body or a signature: %s", out)
+	}
+	if !strings.HasPrefix(listing.Queues[0].Dir, where) {
+		t.Errorf("the queue is listed as %q, want %s…", listing.Queues[0].Dir, where)
 	}
 	dead := listing.Queues[0].Deliveries[0]
 	if dead.LastStatus != 422 || dead.Organization != "acme.example" || dead.URI != "/webhooks/in" {

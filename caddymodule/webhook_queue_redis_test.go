@@ -1,0 +1,130 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/servicegate/servicegate/cluster/redistest"
+)
+
+// sharedQueueCaddyfile is the config of one of several Caddy processes
+// whose /webhooks queue deliveries to app in the Redis at redisURL.
+func sharedQueueCaddyfile(port int, redisURL string, app *queueApp) string {
+	return fmt.Sprintf(`{
+	admin off
+	persist_config off
+	skip_install_trust
+	auto_https off
+	servicegate {
+		redis %s
+		timeout 2s
+	}
+}
+http://127.0.0.1:%d {
+	route /webhooks {
+		service_webhook {
+			secret demo-app-secret
+			queue {
+				to http://%s
+				timeout 1s
+				concurrency 4
+			}
+		}
+	}
+	respond /ready 200
+}
+`, redisURL, port, app.addr)
+}
+
+// TestWebhookQueueSharedThroughRedis: two Caddy processes share one queue
+// in Redis. Deliveries acknowledged by either reach the app in the order
+// received per organization; one process is killed with SIGKILL while it
+// delivers, and the other sends what it held once its lease runs out.
+func TestWebhookQueueSharedThroughRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Caddy processes: skipped in -short mode")
+	}
+	srv := redistest.Start(t)
+	const total, orgs = 300, 3
+	app := newQueueApp(t)
+	var slow atomic.Bool
+	slow.Store(true)
+	app.answer = func(*http.Request) int {
+		if slow.Load() {
+			time.Sleep(15 * time.Millisecond)
+		}
+		return http.StatusOK
+	}
+	app.up(t)
+
+	var bases []string
+	var procs []*caddyProcess
+	for range 2 {
+		port := freePort()
+		base := "http://127.0.0.1:" + strconv.Itoa(port)
+		p := startCaddyProcess(t, sharedQueueCaddyfile(port, srv.URL(), app))
+		waitListening(t, base+"/ready", p)
+		bases, procs = append(bases, base), append(procs, p)
+	}
+
+	// One sender, so that the order received is the order sent; delivery
+	// i goes to instance i%2.
+	want := map[string][]string{}
+	for i := range total {
+		org := fmt.Sprintf("org%d.example", i%orgs)
+		body := queuedDelivery(i)
+		want[org] = append(want[org], body)
+		if status, err := sendQueuedTo(bases[i%2]+"/webhooks", org, body); status != http.StatusAccepted {
+			t.Fatalf("delivery %d to instance %d: %d %v\n%s", i, i%2, status, err, procs[i%2].logText())
+		}
+	}
+	waitUntil(t, "some deliveries", func() bool { return app.total() >= 20 })
+	before := app.total()
+	procs[0].kill() // mid-delivery: it holds up to 3 organizations' heads
+	if before >= total {
+		t.Fatalf("all %d were delivered before the kill; the test proves nothing", before)
+	}
+	slow.Store(false)
+	waitUntil(t, "every acknowledged delivery, by the instance left", func() bool { return app.distinct() == total })
+
+	for org, bodies := range want {
+		// At least once: a delivery the killed process sent but had not
+		// recorded comes again; its first arrival keeps its place.
+		var got []string
+		for _, b := range app.delivered(org) {
+			if !slices.Contains(got, b) {
+				got = append(got, b)
+			}
+		}
+		if !slices.Equal(got, bodies) {
+			t.Errorf("%s: %d deliveries out of order or changed", org, len(got))
+		}
+	}
+	waitUntil(t, "the queue to empty in Redis", func() bool {
+		keys, _ := srv.Do("KEYS", "*")
+		return !strings.Contains(keys, ":pending") && !strings.Contains(keys, ":s:")
+	})
+	t.Logf("%d of %d delivered before the kill; all after it (%d sent twice)", before, total, app.total()-total)
+}
+
+func TestWebhookQueueStoreRedisNeedsTheServicegateApp(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	defer cancel()
+	m := &ServiceWebhook{Secrets: []string{"s"}, Queue: &WebhookQueue{To: "http://127.0.0.1:3000", Store: "redis"}}
+	err := m.Provision(ctx)
+	if err == nil {
+		_ = m.Cleanup()
+		t.Fatal("store redis provisioned without the servicegate app's redis option")
+	}
+	if !strings.Contains(err.Error(), "servicegate { redis <url> }") {
+		t.Errorf("error %q does not say what is missing", err)
+	}
+}
