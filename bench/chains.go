@@ -53,6 +53,9 @@ type chain struct {
 	// the chain, and reads its INFO commandstats after the last round;
 	// without redis-server installed the chain is skipped.
 	redis bool
+	// durableRedis: that redis-server syncs its append-only file before
+	// every answer (a queue's Redis).
+	durableRedis bool
 	// files are written into bench/out before the chain's Caddy starts
 	// (name → content), e.g. an app descriptor.
 	files map[string]string
@@ -190,6 +193,15 @@ var allChains = []*chain{
 		handlers: "service_webhook {\n\tsecret " + benchSecret +
 			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t\tdir {out}/webhook-queue-1k.queue\n\t}\n}",
 		scratch: "webhook-queue-1k.queue",
+		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
+		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
+	},
+	{
+		name: "webhook-queue-redis-1k", title: "service_webhook with queue in Redis (`servicegate { redis … }`, Redis syncing its append-only file before every answer), 1 KB signed deliveries, against reverse_proxy",
+		handlers: "service_webhook {\n\tsecret " + benchSecret +
+			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}",
+		globals: "servicegate {\n\tredis redis://127.0.0.1:{redis}\n}",
+		redis:   true, durableRedis: true,
 		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
 	},
@@ -373,7 +385,7 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 
 	var redis *proc
 	if c.redis {
-		if redis, err = startRedis(env, c.name); err != nil {
+		if redis, err = startRedis(env, c.name, c.durableRedis); err != nil {
 			res.err = err
 			return res
 		}

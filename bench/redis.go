@@ -15,8 +15,8 @@ import (
 
 // startRedis runs a redis-server of the chain's own on ports.redis,
 // 127.0.0.1 only, saving nothing; its working directory is
-// bench/out/<name>.redis, emptied first.
-func startRedis(env *benchEnv, name string) (*proc, error) {
+// bench/out/<name>.redis, emptied first. durable: see redisArgs.
+func startRedis(env *benchEnv, name string, durable bool) (*proc, error) {
 	dir := filepath.Join(env.out, name+".redis")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
@@ -26,7 +26,7 @@ func startRedis(env *benchEnv, name string) (*proc, error) {
 	}
 	addr := loopback(env.ports.redis)
 	p, err := startProc("redis-server", filepath.Join(env.out, name+"-redis.log"), nil, "redis-server",
-		redisArgs(env.ports.redis, dir)...)
+		redisArgs(env.ports.redis, dir, durable)...)
 	if err != nil {
 		return nil, err
 	}
@@ -38,9 +38,15 @@ func startRedis(env *benchEnv, name string) (*proc, error) {
 }
 
 // redisArgs are the arguments of the bench's redis-server: loopback only,
-// no snapshots, no append-only file.
-func redisArgs(port int, dir string) []string {
-	return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
+// no snapshots; no append-only file, or, durable, one synced to disk before
+// every answer (appendfsync always: what a queue that loses nothing
+// acknowledged needs of its Redis).
+func redisArgs(port int, dir string, durable bool) []string {
+	aof := []string{"--appendonly", "no"}
+	if durable {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	return append(append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", ""}, aof...), "--dir", dir)
 }
 
 // redisNote says how many commands Redis served during the chain (INFO
