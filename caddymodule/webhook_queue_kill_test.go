@@ -113,16 +113,7 @@ func TestWebhookQueueSurvivesSIGKILL(t *testing.T) {
 		t.Skip("starts Caddy processes: skipped in -short mode")
 	}
 	const total = 1000
-	app := newQueueApp(t)
-	var slow atomic.Bool
-	slow.Store(true)
-	app.answer = func(*http.Request) int {
-		if slow.Load() {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return http.StatusOK
-	}
-	app.up(t)
+	app, slow := slowQueueApp(t, 20*time.Millisecond)
 	port := freePort()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	caddyfile := queueProcessCaddyfile(port, app, t.TempDir(), "concurrency 4")
@@ -146,6 +137,21 @@ func TestWebhookQueueSurvivesSIGKILL(t *testing.T) {
 	waitUntil(t, "every acknowledged delivery after the restart", func() bool { return app.distinct() == total })
 	t.Logf("%d of %d were delivered before the kill; all %d after the restart (%d acknowledged twice: in flight at the kill)",
 		before, total, total, app.total()-total)
+}
+
+// slowQueueApp is a queue app, up, that takes delay over each delivery
+// until slow is set false.
+func slowQueueApp(t *testing.T, delay time.Duration) (app *queueApp, slow *atomic.Bool) {
+	app, slow = newQueueApp(t), new(atomic.Bool)
+	slow.Store(true)
+	app.answer = func(*http.Request) int {
+		if slow.Load() {
+			time.Sleep(delay)
+		}
+		return http.StatusOK
+	}
+	app.up(t)
+	return app, slow
 }
 
 // sendQueuedMany sends total signed deliveries to url from senders

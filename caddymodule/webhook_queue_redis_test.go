@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,16 +53,7 @@ func TestWebhookQueueSharedThroughRedis(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	const total, orgs = 300, 3
-	app := newQueueApp(t)
-	var slow atomic.Bool
-	slow.Store(true)
-	app.answer = func(*http.Request) int {
-		if slow.Load() {
-			time.Sleep(15 * time.Millisecond)
-		}
-		return http.StatusOK
-	}
-	app.up(t)
+	app, slow := slowQueueApp(t, 15*time.Millisecond)
 
 	var bases []string
 	var procs []*caddyProcess

@@ -67,14 +67,14 @@ type Queue struct {
 	consumer string
 	epoch    string
 
-	ctx    context.Context
-	stop   context.CancelFunc
-	wake   chan struct{}
-	done   sync.WaitGroup
-	slots  chan struct{}
-	mu     sync.Mutex
-	closed bool
-	stats  queue.Stats // the last stats read, kept while Redis fails
+	ctx     context.Context
+	stop    context.CancelFunc
+	wake    chan struct{}
+	done    sync.WaitGroup
+	slots   chan struct{}
+	closing sync.Once
+	mu      sync.Mutex
+	stats   queue.Stats // the last stats read, kept while Redis fails
 }
 
 var _ queue.Deliveries = (*Queue)(nil)
@@ -163,45 +163,34 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 	return nil
 }
 
-func (q *Queue) poke() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
+func (q *Queue) poke() { queue.Poke(q.wake) }
 
 // run takes due deliveries while a slot is free, until Close.
 func (q *Queue) run() {
 	defer q.done.Done()
-	timer := time.NewTimer(q.qo.Poll)
-	defer timer.Stop()
+	queue.RunLoop(q.ctx, q.wake, q.startDue)
+}
+
+// startDue starts due deliveries while a slot is free, and says how long
+// to wait before looking again (a finishing attempt wakes the loop too).
+func (q *Queue) startDue() time.Duration {
+	wait := q.qo.Poll
 	for {
-		wait := q.qo.Poll
-	fill:
-		for {
-			select {
-			case q.slots <- struct{}{}:
-			default:
-				break fill // every slot busy: a finishing attempt wakes us
-			}
-			cl, next, err := q.claim()
-			if err != nil || cl == nil {
-				<-q.slots
-				if err == nil && next >= 0 {
-					wait = min(wait, next)
-				}
-				break
-			}
-			q.done.Add(1)
-			go q.attempt(cl)
-		}
-		timer.Reset(wait)
 		select {
-		case <-q.ctx.Done():
-			return
-		case <-q.wake:
-		case <-timer.C:
+		case q.slots <- struct{}{}:
+		default:
+			return wait // every slot busy
 		}
+		cl, next, err := q.claim()
+		if err != nil || cl == nil {
+			<-q.slots
+			if err == nil && next >= 0 {
+				wait = min(wait, next)
+			}
+			return wait
+		}
+		q.done.Add(1)
+		go q.attempt(cl)
 	}
 }
 
@@ -394,23 +383,7 @@ func (q *Queue) Replay(id string) error {
 }
 
 // ReplayOrganization implements queue.Deliveries.
-func (q *Queue) ReplayOrganization(org string) (int, error) {
-	dead, err := q.Dead()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, m := range dead {
-		if m.Organization != org {
-			continue
-		}
-		if err := q.Replay(m.ID); err != nil && !errors.Is(err, queue.ErrNotFound) {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
-}
+func (q *Queue) ReplayOrganization(org string) (int, error) { return queue.ReplayOrganization(q, org) }
 
 // Drop implements queue.Deliveries.
 func (q *Queue) Drop(id string) error {
@@ -433,14 +406,9 @@ func (q *Queue) Drop(id string) error {
 // their leases given back, so that the other instances send them at once.
 // The deliveries stay in Redis.
 func (q *Queue) Close() error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return nil
-	}
-	q.closed = true
-	q.mu.Unlock()
-	q.stop()
-	q.done.Wait()
+	q.closing.Do(func() {
+		q.stop()
+		q.done.Wait()
+	})
 	return nil
 }

@@ -209,27 +209,37 @@ func (q *Queue) push(m Meta) {
 	}
 }
 
-func (q *Queue) poke() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
+func (q *Queue) poke() { Poke(q.wake) }
 
 // run starts due deliveries, within the concurrency cap, until Close.
 func (q *Queue) run() {
 	defer q.done.Done()
+	RunLoop(q.ctx, q.wake, q.startDue)
+}
+
+// RunLoop is the loop of a queue's scheduler: it calls step until ctx
+// ends, again as soon as wake has a value (see Poke) or once the wait that
+// step returned has passed.
+func RunLoop(ctx context.Context, wake <-chan struct{}, step func() time.Duration) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		wait := q.startDue()
-		timer.Reset(wait)
+		timer.Reset(step())
 		select {
-		case <-q.ctx.Done():
+		case <-ctx.Done():
 			return
-		case <-q.wake:
+		case <-wake:
 		case <-timer.C:
 		}
+	}
+}
+
+// Poke wakes the RunLoop waiting on wake (a channel of capacity 1)
+// without blocking.
+func Poke(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -447,8 +457,15 @@ func (q *Queue) Replay(id string) error {
 
 // ReplayOrganization replays every dead letter of an organization and
 // says how many.
-func (q *Queue) ReplayOrganization(org string) (int, error) {
-	dead, err := q.store.Dead()
+func (q *Queue) ReplayOrganization(org string) (int, error) { return ReplayOrganization(q, org) }
+
+// ReplayOrganization replays through q every dead letter of org that q
+// lists, and says how many: how every Deliveries replays an organization.
+func ReplayOrganization(q interface {
+	Dead() ([]Meta, error)
+	Replay(id string) error
+}, org string) (int, error) {
+	dead, err := q.Dead()
 	if err != nil {
 		return 0, err
 	}
