@@ -65,7 +65,6 @@ type Queue struct {
 	opts     queue.Options
 	qo       QueueOptions
 	consumer string
-	epoch    string
 
 	ctx     context.Context
 	stop    context.CancelFunc
@@ -99,27 +98,11 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 		qo.Poll = DefaultQueuePoll
 	}
 	opts = opts.WithDefaults()
-	var b [8]byte
-	_, _ = rand.Read(b[:])
 	q := &Queue{
 		c: c, base: c.prefix + queueKeys + qo.Name + ":", sender: sender, opts: opts, qo: qo,
-		consumer: hex.EncodeToString(b[:]),
+		consumer: randomHex(8),
 		wake:     make(chan struct{}, 1),
 		slots:    make(chan struct{}, opts.Concurrency),
-	}
-	// The epoch prefixes delivery IDs, so that IDs stay unique if the
-	// queue's keys are ever removed and its counter starts again.
-	_, _ = rand.Read(b[:6])
-	err := c.Call(context.Background(), OpQueueAdmin, func(ctx context.Context) error {
-		if err := c.rdb.SetNX(ctx, q.base+"epoch", hex.EncodeToString(b[:6]), 0).Err(); err != nil {
-			return err
-		}
-		var err error
-		q.epoch, err = c.rdb.Get(ctx, q.base+"epoch").Result()
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("shared webhook queue %s: %w", qo.Name, err)
 	}
 	q.ctx, q.stop = context.WithCancel(context.Background())
 	q.done.Add(1)
@@ -144,12 +127,12 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 		return err
 	}
 	dedup := q.key("d:" + hex.EncodeToString(queue.DedupKey(d.Organization, d.Body)))
-	var seq int64
+	var id string
 	err = q.c.Call(q.ctx, OpQueueAdd, func(ctx context.Context) error {
 		var err error
-		seq, err = queueAddScript.Run(ctx, q.c.rdb,
-			[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup},
-			q.epoch, meta, payload, now.UnixMilli(), q.opts.Dedup.Milliseconds(), d.Organization).Int64()
+		id, err = queueAddScript.Run(ctx, q.c.rdb,
+			[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup, q.key("epoch")},
+			randomHex(6), meta, payload, now.UnixMilli(), q.opts.Dedup.Milliseconds(), d.Organization).Text()
 		return err
 	})
 	if errors.Is(err, redis.Nil) {
@@ -158,7 +141,7 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("webhook queue: storing a delivery: %w", err)
 	}
-	d.Seq, d.ID = uint64(seq), q.epoch+"-"+strconv.FormatInt(seq, 10)
+	d.Seq, d.ID = seqOf(id), id
 	q.poke()
 	return nil
 }
@@ -229,6 +212,13 @@ func (q *Queue) claim() (*claimed, time.Duration, error) {
 	}
 	cl.meta.ID, cl.meta.Seq = id, seqOf(id)
 	return cl, 0, nil
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // seqOf reads the sequence number at the end of a delivery ID.

@@ -6,7 +6,7 @@ import "github.com/redis/go-redis/v9"
 // base, passed to scripts that name per-organization keys):
 //
 //	seq        INCR counter numbering the deliveries
-//	epoch      random prefix of the delivery IDs, set once
+//	epoch      random prefix of the delivery IDs, set with the first delivery
 //	pending    HASH  delivery ID → Meta JSON (attempts, next attempt, last answer)
 //	age        ZSET  delivery ID scored by its received time (ms), for depth and oldest age
 //	ready      ZSET  organization scored by when its head may be taken (ms):
@@ -24,18 +24,26 @@ import "github.com/redis/go-redis/v9"
 // whatever instances do at the same time or die in between.
 
 // queueAddScript stores one delivery: dedup check, then ID, stream entry,
-// metadata, age and the organization's place in ready.
+// metadata, age and the organization's place in ready. The ID is the
+// queue's epoch and the delivery's sequence number; a Redis that lost the
+// queue's keys (restarted without persistence) starts a new epoch, so IDs
+// are never given twice.
 //
-//	KEYS: seq pending age ready stream dedup
-//	ARGV: epoch meta payload now-ms dedup-ms org
+//	KEYS: seq pending age ready stream dedup epoch
+//	ARGV: epoch-if-none meta payload now-ms dedup-ms org
 //
-// It returns the delivery's sequence number, or false for a duplicate.
+// It returns the delivery's ID, or false for a duplicate.
 var queueAddScript = redis.NewScript(`
 if tonumber(ARGV[5]) > 0 then
   if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return false end
 end
+local epoch = redis.call('GET', KEYS[7])
+if not epoch then
+  epoch = ARGV[1]
+  redis.call('SET', KEYS[7], epoch)
+end
 local seq = redis.call('INCR', KEYS[1])
-local id = ARGV[1] .. '-' .. seq
+local id = epoch .. '-' .. seq
 if redis.call('EXISTS', KEYS[5]) == 0 then
   redis.call('XGROUP', 'CREATE', KEYS[5], 'deliver', '0', 'MKSTREAM')
 end
@@ -43,7 +51,7 @@ redis.call('XADD', KEYS[5], '*', 'id', id, 'p', ARGV[3])
 redis.call('HSET', KEYS[2], id, ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[4], id)
 redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[6])
-return seq
+return id
 `)
 
 // queueClaimScript takes the head of the first due organization whose

@@ -331,3 +331,22 @@ func TestQueueEnqueueFailsWhileRedisIsDown(t *testing.T) {
 		t.Errorf("error quotes the body: %v", err)
 	}
 }
+
+func TestQueueIDsStayUniqueWhenRedisLosesTheQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	q := openQueue(t, newClient(t, srv, Options{}), newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		return queue.Result{Status: http.StatusServiceUnavailable}
+	}).as("a"), fastRetries, QueueOptions{})
+	first := enqueue(t, q, "acme", "one")
+	// A Redis restarted without persistence: every key is gone.
+	if _, err := srv.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	second := enqueue(t, q, "acme", "two")
+	if first.ID == second.ID {
+		t.Errorf("two deliveries got the ID %s: the app would drop the second as a repeat", first.ID)
+	}
+	if second.Seq != 1 {
+		t.Errorf("the second delivery's sequence is %d, want 1 (a new count)", second.Seq)
+	}
+}
