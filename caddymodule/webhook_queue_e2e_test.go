@@ -285,19 +285,35 @@ func deadLetterReplay(t *testing.T, start func(app *queueApp), where string) {
 }
 
 // TestWebhookQueueReloadE2E: a reload while deliveries wait loses none and
-// starts no second set of workers (each delivery reaches the app once).
+// starts no second set of workers (each delivery reaches the app once), on
+// disk and in Redis.
 func TestWebhookQueueReloadE2E(t *testing.T) {
+	t.Run("disk", func(t *testing.T) {
+		dir := t.TempDir()
+		reloadMidQueue(t, "", func(app *queueApp) string { return queueSite(app, dir, "concurrency 2") })
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		reloadMidQueue(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t\ttimeout 2s\n\t}",
+			func(app *queueApp) string { return queueSite(app, "", "concurrency 2") })
+	})
+}
+
+// reloadMidQueue queues 20 deliveries for an app that is down, reloads
+// Caddy with global (extra global options) and the sites of site, queues
+// 10 more and starts the app: it must get the 30 once each, in order.
+func reloadMidQueue(t *testing.T, global string, site func(app *queueApp) string) {
 	app := newQueueApp(t)
-	dir := t.TempDir()
-	tester := startCaddy(t, queueSite(app, dir, "concurrency 2"))
+	tester := startCaddyWithGlobal(t, global, site(app))
 	for i := range 20 {
 		if status, answer := sendQueued(t, "/webhooks/in", "acme.example", queuedDelivery(i)); status != http.StatusAccepted {
 			t.Fatalf("%d %s", status, answer)
 		}
 	}
 	// The same queue under a changed config (another route): a reload.
-	sites := strings.Replace(queueSite(app, dir, "concurrency 2"), "route /webhooks/*", "route /*", 1)
-	tester.InitServer(e2eGlobal()+strings.ReplaceAll(sites, "{port}", strconv.Itoa(e2eHTTPPort)), "caddyfile")
+	sites := strings.Replace(site(app), "route /webhooks/*", "route /*", 1)
+	g := strings.TrimSuffix(e2eGlobal(), "}\n") + global + "\n}\n"
+	tester.InitServer(g+strings.ReplaceAll(sites, "{port}", strconv.Itoa(e2eHTTPPort)), "caddyfile")
 	for i := 20; i < 30; i++ {
 		if status, answer := sendQueued(t, "/hooks/in", "acme.example", queuedDelivery(i)); status != http.StatusAccepted {
 			t.Fatalf("after the reload: %d %s", status, answer)
