@@ -1,8 +1,8 @@
 package limits
 
 import (
-	"bytes"
 	"net/http"
+	"runtime"
 	"strconv"
 )
 
@@ -16,13 +16,22 @@ import (
 // declares more than Max: the writer upstream learns at once that its
 // answer will not be sent. Flush does nothing: nothing leaves the buffer
 // before WriteTo. The zero value is not usable; call Reset first.
+//
+// A body of at least MinMapped bytes is kept in a memory mapping (see
+// MinMapped), sized once to a declared Content-Length within Max; Reset
+// and Release unmap it, and the garbage collector does when a buffer
+// holding one is dropped. Smaller bodies are heap memory, kept by Reset for
+// the next response.
 type ResponseBuffer struct {
 	// Max is the largest body, in bytes, the buffer accepts.
 	Max int64
 
 	header   http.Header
 	status   int
-	body     bytes.Buffer
+	body     []byte // heap, or in mapped
+	heap     []byte // the heap buffer, kept for the next response
+	mapped   []byte // the whole mapping body lies in, if any
+	cleanup  runtime.Cleanup
 	tooLarge bool
 	declared int64
 }
@@ -42,7 +51,8 @@ func (rb *ResponseBuffer) Reset(initial http.Header, max int64) {
 	}
 	rb.Max = max
 	rb.status = 0
-	rb.body.Reset()
+	rb.unmap()
+	rb.body = rb.heap[:0]
 	rb.tooLarge = false
 	rb.declared = -1
 }
@@ -63,8 +73,8 @@ func (rb *ResponseBuffer) WriteHeader(status int) {
 			rb.declared = n
 			if n > rb.Max {
 				rb.tooLarge = true
-			} else if int(n) > rb.body.Cap() {
-				rb.body.Grow(int(n))
+			} else if int(n) > cap(rb.body) {
+				rb.grow(int(n))
 			}
 		}
 	}
@@ -76,11 +86,63 @@ func (rb *ResponseBuffer) Write(p []byte) (int, error) {
 	if rb.status == 0 {
 		rb.WriteHeader(http.StatusOK)
 	}
-	if rb.tooLarge || int64(rb.body.Len())+int64(len(p)) > rb.Max {
+	if rb.tooLarge || int64(len(rb.body))+int64(len(p)) > rb.Max {
 		rb.tooLarge = true
 		return 0, ErrTooLarge
 	}
-	return rb.body.Write(p)
+	if need := len(rb.body) + len(p); need > cap(rb.body) {
+		rb.grow(int(min(int64(max(need, 2*cap(rb.body))), rb.Max)))
+	}
+	rb.body = append(rb.body, p...)
+	return len(p), nil
+}
+
+// grow moves the body to a buffer of size bytes (at most Max, at least the
+// body): a mapping
+// from MinMapped bytes on, where a body of unknown or exceeded length
+// reserves more at once (up to maxReserve), as room costs nothing until
+// written; heap memory below, or when no mapping is to be had.
+func (rb *ResponseBuffer) grow(size int) {
+	if size >= MinMapped {
+		reserve := size
+		if int64(size) > rb.declared {
+			reserve = int(max(min(maxReserve, rb.Max), int64(size)))
+		}
+		if mem := mapBuffer(reserve); mem != nil {
+			body := mem[:copy(mem, rb.body)]
+			rb.unmap()
+			rb.body, rb.mapped = body, mem
+			rb.cleanup = runtime.AddCleanup(rb, unmapCleanup, mem)
+			return
+		}
+	}
+	heap := make([]byte, len(rb.body), size)
+	copy(heap, rb.body)
+	rb.unmap()
+	rb.body, rb.heap = heap, heap
+}
+
+// unmap releases the mapping rb's body lies in, if any.
+func (rb *ResponseBuffer) unmap() {
+	if rb.mapped == nil {
+		return
+	}
+	rb.cleanup.Stop()
+	unmapBuffer(rb.mapped)
+	rb.mapped = nil
+	rb.body = rb.heap[:0]
+}
+
+// Release gives back the memory of a large body now: a mapping to the
+// system, a heap buffer over MaxPooled to the garbage collector. The body
+// Body returned before is invalid after it; call it once the response is
+// sent, and Reset before using rb again.
+func (rb *ResponseBuffer) Release() {
+	rb.unmap()
+	if cap(rb.heap) > MaxPooled {
+		rb.heap = nil
+	}
+	rb.body = rb.heap[:0]
 }
 
 // Flush does nothing: the response is sent by WriteTo once complete.
@@ -89,8 +151,10 @@ func (rb *ResponseBuffer) Flush() {}
 // Status is the recorded status, 0 when none was written.
 func (rb *ResponseBuffer) Status() int { return rb.status }
 
-// Body is the buffered body. It stays valid until the next Reset.
-func (rb *ResponseBuffer) Body() []byte { return rb.body.Bytes() }
+// Body is the buffered body. It stays valid until the next Reset or
+// Release; the caller keeps rb reachable while it uses it, and keeps none
+// of it past that.
+func (rb *ResponseBuffer) Body() []byte { return rb.body }
 
 // TooLarge reports whether the response broke the size limit.
 func (rb *ResponseBuffer) TooLarge() bool { return rb.tooLarge }
@@ -101,7 +165,7 @@ func (rb *ResponseBuffer) DeclaredSize() int64 { return rb.declared }
 
 // WriteTo sends the buffered response to w: see WriteResponse.
 func (rb *ResponseBuffer) WriteTo(w http.ResponseWriter, head bool) error {
-	return WriteResponse(w, rb.header, rb.status, rb.declared, rb.body.Bytes(), head)
+	return WriteResponse(w, rb.header, rb.status, rb.declared, rb.body, head)
 }
 
 // WriteResponse sends a complete response held in memory to w: w's header

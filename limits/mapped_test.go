@@ -1,0 +1,342 @@
+package limits
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// needMappings skips a test on systems without anonymous mappings.
+func needMappings(t *testing.T) {
+	t.Helper()
+	mem := mapBuffer(MinMapped)
+	if mem == nil {
+		t.Skip("no anonymous mappings on this system")
+	}
+	unmapBuffer(mem)
+}
+
+// mappingsBack waits for the count of live mappings to come back to want;
+// mappings that other tests leave to the garbage collector may take a few
+// cycles.
+func mappingsBack(t *testing.T, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for Mappings() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d mappings alive, want %d", Mappings(), want)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A body of declared length at least MinMapped is mapped once, to the
+// declared length plus one: no copy on the way in, nothing on the heap.
+func TestBodyMapsDeclaredLengthOnce(t *testing.T) {
+	needMappings(t)
+	before := Mappings()
+	data := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16)
+	var stats runtime.MemStats
+	runtime.ReadMemStats(&stats)
+	heapBefore := stats.TotalAlloc
+	b, err := ReadAll(&capReader{data: data, step: 32 << 10, checked: func(int, int) {}}, int64(len(data)), 5<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&stats)
+	if grown := stats.TotalAlloc - heapBefore; grown > 64<<10 {
+		t.Errorf("reading a 5 MiB body allocated %d bytes on the heap", grown)
+	}
+	if b.mapped == nil || cap(b.Bytes()) != len(data)+1 {
+		t.Fatalf("mapped %v, buffer of %d bytes for %d declared", b.mapped != nil, cap(b.Bytes()), len(data))
+	}
+	if Mappings() != before+1 {
+		t.Fatalf("%d mappings alive, want %d", Mappings(), before+1)
+	}
+	if !bytes.Equal(b.Bytes(), data) {
+		t.Fatal("the body is not what was sent")
+	}
+	got, err := io.ReadAll(b)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	b.Release()
+	if Mappings() != before+1 {
+		t.Fatal("unmapped while the body is still open")
+	}
+	_ = b.Close()
+	if Mappings() != before {
+		t.Fatal("still mapped after the handler and the reader are done")
+	}
+	if _, err := b.Read(make([]byte, 1)); err != http.ErrBodyReadAfterClose {
+		t.Fatalf("read after close: %v", err)
+	}
+	if _, err := b.WriteTo(io.Discard); err != http.ErrBodyReadAfterClose {
+		t.Fatalf("write after close: %v", err)
+	}
+	runtime.KeepAlive(b)
+}
+
+// A body of unknown length moves to a mapping once it would reach
+// MinMapped, reserving up to its limit there, and is read whole.
+func TestBodyUndeclaredMovesToMapping(t *testing.T) {
+	needMappings(t)
+	before := Mappings()
+	pool := &recordingPool{}
+	withPool(t, pool)
+	data := bytes.Repeat([]byte("x"), 3<<20)
+	b, err := ReadAll(&capReader{data: data, step: 16 << 10, checked: func(int, int) {}}, -1, 5<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.mapped == nil || cap(b.Bytes()) != 5<<20+1 || !bytes.Equal(b.Bytes(), data) {
+		t.Fatalf("mapped %v, buffer of %d bytes, body of %d", b.mapped != nil, cap(b.Bytes()), b.Len())
+	}
+	if len(pool.got) != 1 {
+		t.Errorf("the heap buffer left for the mapping went back to the pool %d times, want once", len(pool.got))
+	}
+	_ = b.Close()
+	b.Release()
+	if Mappings() != before {
+		t.Fatal("still mapped after the handler and the reader are done")
+	}
+	// Over the limit: refused, nothing left mapped.
+	if _, err := ReadAll(bytes.NewReader(make([]byte, 1<<20+1)), -1, 1<<20); err != ErrTooLarge {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if _, err := ReadAll(bytes.NewReader(make([]byte, 1<<20+1)), 1<<20, 1<<20); err != ErrTooLarge {
+		t.Fatalf("over the limit, declared within: %v", err)
+	}
+	if Mappings() != before {
+		t.Fatal("a refused body left its mapping")
+	}
+}
+
+// Replace unmaps the body it replaces; what it reads is the new body.
+func TestBodyReplaceUnmaps(t *testing.T) {
+	needMappings(t)
+	before := Mappings()
+	b, err := ReadAll(bytes.NewReader(make([]byte, 1<<20)), 1<<20, 5<<20)
+	if err != nil || b.mapped == nil {
+		t.Fatalf("mapped %v, %v", b != nil && b.mapped != nil, err)
+	}
+	b.Replace([]byte(`{"strings":[]}`))
+	if Mappings() != before {
+		t.Fatal("the replaced body is still mapped")
+	}
+	got, _ := io.ReadAll(b)
+	if string(got) != `{"strings":[]}` {
+		t.Fatalf("read %q after Replace", got)
+	}
+	b.Release()
+	_ = b.Close()
+}
+
+// A Body dropped by a handler that neither reads nor closes it is unmapped
+// by the garbage collector.
+func TestBodyDroppedIsUnmapped(t *testing.T) {
+	needMappings(t)
+	before := Mappings()
+	func() {
+		b, err := ReadAll(bytes.NewReader(make([]byte, 1<<20)), 1<<20, 5<<20)
+		if err != nil || b.mapped == nil {
+			t.Fatal(err)
+		}
+		b.Release() // never closed
+	}()
+	mappingsBack(t, before)
+}
+
+// 400 bodies declaring 5 MiB each and sending 1 byte: mapped to 5 MiB each,
+// they hold a page each, not the 2 GB promised.
+func TestBodyDeclaredLengthFloodResident(t *testing.T) {
+	needMappings(t)
+	rss := residentBytes(t)
+	bodies := make([]*Body, 400)
+	for i := range bodies {
+		b, err := ReadAll(strings.NewReader("{"), 5<<20, 5<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.mapped == nil {
+			t.Fatal("a body declared as 5 MiB is not mapped")
+		}
+		bodies[i] = b
+	}
+	grown := residentBytes(t) - rss
+	for _, b := range bodies {
+		b.Release()
+		_ = b.Close()
+	}
+	t.Logf("400 bodies declaring 5 MiB, 1 byte each: resident memory grew by %d KiB", grown>>10)
+	if grown > 32<<20 {
+		t.Errorf("400 bodies declaring 5 MiB, 1 byte each, made resident memory grow by %d MiB", grown>>20)
+	}
+}
+
+// residentBytes is the process's resident memory, from /proc/self/statm.
+func residentBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm:", err)
+	}
+	f := strings.Fields(string(b))
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// net/http's transport goes on sending a body after the answer came back
+// (the app answered before reading it); the handler releases the body when
+// the answer is in. The mapping stays until the transport closes the body:
+// an early unmap would kill the test process in the transport's write.
+func TestBodyOutlivesHandlerWhileTransportSends(t *testing.T) {
+	needMappings(t)
+	before := Mappings()
+	// more than the loopback socket buffers hold: the transport is still
+	// sending when the answer is in
+	const size = 32 << 20
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	want := sha256.Sum256(data)
+	answered := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex() //nolint:errcheck // HTTP/1 server: supported
+		w.WriteHeader(http.StatusAccepted)
+		w.(http.Flusher).Flush()
+		<-answered // the client has its answer and released the body
+		h := sha256.New()
+		for {
+			time.Sleep(time.Millisecond) // a slow reader
+			if n, err := io.CopyN(h, r.Body, 1<<20); err != nil || n == 0 {
+				break
+			}
+		}
+		_, _ = w.Write(h.Sum(nil))
+	}))
+	defer srv.Close()
+
+	b, err := ReadAll(bytes.NewReader(data), size, size)
+	if err != nil || b.mapped == nil {
+		t.Fatalf("mapped %v, %v", b != nil && b.mapped != nil, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, b)
+	req.ContentLength = int64(b.Len())
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release() // the handler is done; the transport is not
+	b = nil
+	runtime.GC()
+	if Mappings() != before+1 {
+		t.Error("the body was unmapped before the transport was done with it")
+	}
+	close(answered)
+	got, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || !bytes.Equal(got, want[:]) {
+		t.Fatalf("the app received another body than the one sent (%v)", err)
+	}
+	mappingsBack(t, before)
+}
+
+// An answer of declared length at least MinMapped is mapped once, to its
+// length; Release unmaps it, and the buffer serves the next answer.
+func TestResponseBufferMapsDeclaredLength(t *testing.T) {
+	needMappings(t)
+	before := Mappings()
+	data := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16)
+	rb := newBuffer(nil, 5<<20)
+	rb.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	rb.WriteHeader(http.StatusOK)
+	if rb.mapped == nil || cap(rb.Body()) != len(data) {
+		t.Fatalf("mapped %v, buffer of %d bytes for %d declared", rb.mapped != nil, cap(rb.Body()), len(data))
+	}
+	mapped := &rb.Body()[:1][0]
+	for p := data; len(p) > 0; p = p[min(len(p), 32<<10):] {
+		if _, err := rb.Write(p[:min(len(p), 32<<10)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(rb.Body(), data) || &rb.Body()[0] != mapped {
+		t.Fatal("the answer is not what was written, in its one mapping")
+	}
+	rec := httptest.NewRecorder()
+	if err := rb.WriteTo(rec, false); err != nil || !bytes.Equal(rec.Body.Bytes(), data) {
+		t.Fatalf("sent %d bytes, %v", rec.Body.Len(), err)
+	}
+	rb.Release()
+	if Mappings() != before {
+		t.Fatal("still mapped after Release")
+	}
+	rb.Reset(nil, 100)
+	if _, err := rb.Write([]byte("small")); err != nil || string(rb.Body()) != "small" {
+		t.Fatalf("after Release and Reset: %q, %v", rb.Body(), err)
+	}
+}
+
+// An answer of unknown length moves to a mapping once it would reach
+// MinMapped; Reset unmaps it, and a dropped buffer is unmapped by the
+// garbage collector.
+func TestResponseBufferUndeclaredMoves(t *testing.T) {
+	needMappings(t)
+	before := Mappings()
+	data := bytes.Repeat([]byte("y"), 3<<20)
+	rb := newBuffer(nil, 5<<20)
+	for p := data; len(p) > 0; p = p[min(len(p), 32<<10):] {
+		if _, err := rb.Write(p[:min(len(p), 32<<10)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rb.mapped == nil || !bytes.Equal(rb.Body(), data) || cap(rb.Body()) > 5<<20 {
+		t.Fatalf("mapped %v, %d bytes in a buffer of %d", rb.mapped != nil, len(rb.Body()), cap(rb.Body()))
+	}
+	if _, err := rb.Write(make([]byte, 2<<20+1)); err != ErrTooLarge {
+		t.Fatalf("over Max: %v", err)
+	}
+	rb.Reset(nil, 5<<20)
+	if Mappings() != before || len(rb.Body()) != 0 {
+		t.Fatalf("after Reset: %d mappings, body of %d", Mappings()-before, len(rb.Body()))
+	}
+	func() {
+		dropped := newBuffer(nil, 5<<20)
+		_, _ = dropped.Write(make([]byte, 1<<20))
+		if dropped.mapped == nil {
+			t.Fatal("a 1 MiB answer is not mapped")
+		}
+	}()
+	mappingsBack(t, before)
+}
+
+// Without mappings, large bodies and answers are heap memory as before.
+func TestBuffersWithoutMappings(t *testing.T) {
+	withoutMappings(t)
+	before := Mappings()
+	data := bytes.Repeat([]byte("z"), 1<<20)
+	b, err := ReadAll(bytes.NewReader(data), int64(len(data)), 5<<20)
+	if err != nil || b.mapped != nil || !bytes.Equal(b.Bytes(), data) {
+		t.Fatalf("body: %v", err)
+	}
+	b.Release()
+	_ = b.Close()
+	rb := newBuffer(nil, 5<<20)
+	if _, err := rb.Write(data); err != nil || rb.mapped != nil || !bytes.Equal(rb.Body(), data) {
+		t.Fatalf("answer: %v", err)
+	}
+	rb.Release()
+	if cap(rb.heap) > MaxPooled || Mappings() != before {
+		t.Fatalf("Release kept a heap buffer of %d bytes", cap(rb.heap))
+	}
+}
