@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"runtime"
 	"sync"
 )
 
@@ -37,14 +36,13 @@ import (
 // the Body is unreachable. A Body is never reused: a late call on an old
 // one cannot touch a newer body.
 type Body struct {
-	mu      sync.Mutex
-	pooled  *[]byte // the pool's handle of buf; nil once returned, or when buf is mapped
-	mapped  []byte  // the whole mapping buf lies in, nil when buf is heap memory
-	cleanup runtime.Cleanup
-	buf     []byte
-	r       bytes.Reader
-	closed  bool // the reader is done
-	done    bool // the handler is done
+	mu     sync.Mutex
+	pooled *[]byte  // the pool's handle of buf; nil once returned, or when buf is mapped
+	mapped *mapping // the mapping buf lies in, nil when buf is heap memory
+	buf    []byte
+	r      bytes.Reader
+	closed bool // the reader is done
+	done   bool // the handler is done
 }
 
 const (
@@ -145,7 +143,7 @@ func (b *Body) grow(buf []byte, declared, limit int64) []byte {
 	}
 	grown := make([]byte, len(buf), size)
 	copy(grown, buf)
-	b.unmap()
+	b.unmap(len(buf))
 	return grown
 }
 
@@ -154,11 +152,11 @@ func (b *Body) grow(buf []byte, declared, limit int64) []byte {
 // no mapping is to be had. What held buf before goes back (a heap buffer
 // to the pool, a mapping to the system).
 func (b *Body) mapTo(buf []byte, size int) []byte {
-	mem := mapBuffer(size)
-	if mem == nil {
+	m := newMapping(b, size)
+	if m == nil {
 		return nil
 	}
-	grown := mem[:copy(mem, buf)]
+	grown := m.mem[:copy(m.mem, buf):size] // a spare may be larger
 	if b.pooled != nil {
 		if cap(buf) <= MaxPooled {
 			*b.pooled = buf[:0]
@@ -166,20 +164,18 @@ func (b *Body) mapTo(buf []byte, size int) []byte {
 		}
 		b.pooled = nil
 	}
-	b.unmap()
-	b.mapped = mem
-	b.cleanup = runtime.AddCleanup(b, unmapCleanup, mem)
+	b.unmap(len(buf))
+	b.mapped = m
 	return grown
 }
 
-// unmap releases b's mapping, if it holds one.
-func (b *Body) unmap() {
-	if b.mapped == nil {
-		return
+// unmap gives back b's mapping, if it holds one, of which written bytes
+// were written.
+func (b *Body) unmap(written int) {
+	if b.mapped != nil {
+		b.mapped.release(written)
+		b.mapped = nil
 	}
-	b.cleanup.Stop()
-	unmapBuffer(b.mapped)
-	b.mapped = nil
 }
 
 // Bytes returns the body as read, or as set by Replace. It stays valid
@@ -254,7 +250,7 @@ func (b *Body) put() {
 	p, buf := b.pooled, b.buf
 	b.pooled, b.buf = nil, nil
 	b.r.Reset(nil)
-	b.unmap()
+	b.unmap(len(buf))
 	if p == nil || cap(buf) == 0 || cap(buf) > MaxPooled {
 		return
 	}

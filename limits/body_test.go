@@ -90,7 +90,8 @@ func (r *capReader) Read(p []byte) (int, error) {
 func withoutMappings(t testing.TB) {
 	old := mapAnonymous
 	mapAnonymous = func(int) ([]byte, error) { return nil, errors.New("no mappings") }
-	t.Cleanup(func() { mapAnonymous = old })
+	noSpares = true
+	t.Cleanup(func() { mapAnonymous, noSpares = old, false })
 }
 
 // A client declares 5 MiB and sends 1 byte: on the heap, the body holds a

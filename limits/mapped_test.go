@@ -17,22 +17,22 @@ import (
 // needMappings skips a test on systems without anonymous mappings.
 func needMappings(t *testing.T) {
 	t.Helper()
-	mem := mapBuffer(MinMapped)
+	mem, _ := mapBuffer(MinMapped)
 	if mem == nil {
 		t.Skip("no anonymous mappings on this system")
 	}
-	unmapBuffer(mem)
+	unmapBuffer(mem, 0)
 }
 
-// mappingsBack waits for the count of live mappings to come back to want;
+// mappingsBack waits for the count of mappings in use to come back to want;
 // mappings that other tests leave to the garbage collector may take a few
 // cycles.
 func mappingsBack(t *testing.T, want int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for Mappings() != want {
+	for inUse.Load() != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d mappings alive, want %d", Mappings(), want)
+			t.Fatalf("%d mappings alive, want %d", inUse.Load(), want)
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
@@ -43,7 +43,7 @@ func mappingsBack(t *testing.T, want int64) {
 // declared length plus one: no copy on the way in, nothing on the heap.
 func TestBodyMapsDeclaredLengthOnce(t *testing.T) {
 	needMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	data := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16)
 	var stats runtime.MemStats
 	runtime.ReadMemStats(&stats)
@@ -59,8 +59,8 @@ func TestBodyMapsDeclaredLengthOnce(t *testing.T) {
 	if b.mapped == nil || cap(b.Bytes()) != len(data)+1 {
 		t.Fatalf("mapped %v, buffer of %d bytes for %d declared", b.mapped != nil, cap(b.Bytes()), len(data))
 	}
-	if Mappings() != before+1 {
-		t.Fatalf("%d mappings alive, want %d", Mappings(), before+1)
+	if inUse.Load() != before+1 {
+		t.Fatalf("%d mappings alive, want %d", inUse.Load(), before+1)
 	}
 	if !bytes.Equal(b.Bytes(), data) {
 		t.Fatal("the body is not what was sent")
@@ -70,11 +70,11 @@ func TestBodyMapsDeclaredLengthOnce(t *testing.T) {
 		t.Fatalf("read back %d bytes, %v", len(got), err)
 	}
 	b.Release()
-	if Mappings() != before+1 {
+	if inUse.Load() != before+1 {
 		t.Fatal("unmapped while the body is still open")
 	}
 	_ = b.Close()
-	if Mappings() != before {
+	if inUse.Load() != before {
 		t.Fatal("still mapped after the handler and the reader are done")
 	}
 	if _, err := b.Read(make([]byte, 1)); err != http.ErrBodyReadAfterClose {
@@ -90,7 +90,7 @@ func TestBodyMapsDeclaredLengthOnce(t *testing.T) {
 // MinMapped, reserving up to its limit there, and is read whole.
 func TestBodyUndeclaredMovesToMapping(t *testing.T) {
 	needMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	pool := &recordingPool{}
 	withPool(t, pool)
 	data := bytes.Repeat([]byte("x"), 3<<20)
@@ -106,7 +106,7 @@ func TestBodyUndeclaredMovesToMapping(t *testing.T) {
 	}
 	_ = b.Close()
 	b.Release()
-	if Mappings() != before {
+	if inUse.Load() != before {
 		t.Fatal("still mapped after the handler and the reader are done")
 	}
 	// Over the limit: refused, nothing left mapped.
@@ -116,7 +116,7 @@ func TestBodyUndeclaredMovesToMapping(t *testing.T) {
 	if _, err := ReadAll(bytes.NewReader(make([]byte, 1<<20+1)), 1<<20, 1<<20); err != ErrTooLarge {
 		t.Fatalf("over the limit, declared within: %v", err)
 	}
-	if Mappings() != before {
+	if inUse.Load() != before {
 		t.Fatal("a refused body left its mapping")
 	}
 }
@@ -124,13 +124,13 @@ func TestBodyUndeclaredMovesToMapping(t *testing.T) {
 // Replace unmaps the body it replaces; what it reads is the new body.
 func TestBodyReplaceUnmaps(t *testing.T) {
 	needMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	b, err := ReadAll(bytes.NewReader(make([]byte, 1<<20)), 1<<20, 5<<20)
 	if err != nil || b.mapped == nil {
 		t.Fatalf("mapped %v, %v", b != nil && b.mapped != nil, err)
 	}
 	b.Replace([]byte(`{"strings":[]}`))
-	if Mappings() != before {
+	if inUse.Load() != before {
 		t.Fatal("the replaced body is still mapped")
 	}
 	got, _ := io.ReadAll(b)
@@ -145,7 +145,7 @@ func TestBodyReplaceUnmaps(t *testing.T) {
 // by the garbage collector.
 func TestBodyDroppedIsUnmapped(t *testing.T) {
 	needMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	func() {
 		b, err := ReadAll(bytes.NewReader(make([]byte, 1<<20)), 1<<20, 5<<20)
 		if err != nil || b.mapped == nil {
@@ -204,7 +204,7 @@ func residentBytes(t *testing.T) int64 {
 // an early unmap would kill the test process in the transport's write.
 func TestBodyOutlivesHandlerWhileTransportSends(t *testing.T) {
 	needMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	// more than the loopback socket buffers hold: the transport is still
 	// sending when the answer is in
 	const size = 32 << 20
@@ -240,7 +240,7 @@ func TestBodyOutlivesHandlerWhileTransportSends(t *testing.T) {
 	b.Release() // the handler is done; the transport is not
 	b = nil
 	runtime.GC()
-	if Mappings() != before+1 {
+	if inUse.Load() != before+1 {
 		t.Error("the body was unmapped before the transport was done with it")
 	}
 	close(answered)
@@ -256,7 +256,7 @@ func TestBodyOutlivesHandlerWhileTransportSends(t *testing.T) {
 // length; Release unmaps it, and the buffer serves the next answer.
 func TestResponseBufferMapsDeclaredLength(t *testing.T) {
 	needMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	data := bytes.Repeat([]byte("0123456789abcdef"), (5<<20)/16)
 	rb := newBuffer(nil, 5<<20)
 	rb.Header().Set("Content-Length", strconv.Itoa(len(data)))
@@ -278,7 +278,7 @@ func TestResponseBufferMapsDeclaredLength(t *testing.T) {
 		t.Fatalf("sent %d bytes, %v", rec.Body.Len(), err)
 	}
 	rb.Release()
-	if Mappings() != before {
+	if inUse.Load() != before {
 		t.Fatal("still mapped after Release")
 	}
 	rb.Reset(nil, 100)
@@ -292,7 +292,7 @@ func TestResponseBufferMapsDeclaredLength(t *testing.T) {
 // garbage collector.
 func TestResponseBufferUndeclaredMoves(t *testing.T) {
 	needMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	data := bytes.Repeat([]byte("y"), 3<<20)
 	rb := newBuffer(nil, 5<<20)
 	for p := data; len(p) > 0; p = p[min(len(p), 32<<10):] {
@@ -307,8 +307,8 @@ func TestResponseBufferUndeclaredMoves(t *testing.T) {
 		t.Fatalf("over Max: %v", err)
 	}
 	rb.Reset(nil, 5<<20)
-	if Mappings() != before || len(rb.Body()) != 0 {
-		t.Fatalf("after Reset: %d mappings, body of %d", Mappings()-before, len(rb.Body()))
+	if inUse.Load() != before || len(rb.Body()) != 0 {
+		t.Fatalf("after Reset: %d mappings, body of %d", inUse.Load()-before, len(rb.Body()))
 	}
 	func() {
 		dropped := newBuffer(nil, 5<<20)
@@ -323,7 +323,7 @@ func TestResponseBufferUndeclaredMoves(t *testing.T) {
 // Without mappings, large bodies and answers are heap memory as before.
 func TestBuffersWithoutMappings(t *testing.T) {
 	withoutMappings(t)
-	before := Mappings()
+	before := inUse.Load()
 	data := bytes.Repeat([]byte("z"), 1<<20)
 	b, err := ReadAll(bytes.NewReader(data), int64(len(data)), 5<<20)
 	if err != nil || b.mapped != nil || !bytes.Equal(b.Bytes(), data) {
@@ -336,7 +336,46 @@ func TestBuffersWithoutMappings(t *testing.T) {
 		t.Fatalf("answer: %v", err)
 	}
 	rb.Release()
-	if cap(rb.heap) > MaxPooled || Mappings() != before {
+	if cap(rb.heap) > MaxPooled || inUse.Load() != before {
 		t.Fatalf("Release kept a heap buffer of %d bytes", cap(rb.heap))
 	}
+}
+
+// Mappings given back are kept as spares up to maxSpare bytes written, and
+// taken again by the next buffers; the rest are unmapped at once.
+func TestSparesBounded(t *testing.T) {
+	needMappings(t)
+	live := liveMappings.Load()
+	bodies := make([]*Body, 8)
+	for i := range bodies {
+		b, err := ReadAll(bytes.NewReader(make([]byte, 5<<20)), 5<<20, 5<<20)
+		if err != nil || b.mapped == nil {
+			t.Fatal(err)
+		}
+		bodies[i] = b
+	}
+	for _, b := range bodies {
+		b.Release()
+		_ = b.Close()
+	}
+	spare.Lock()
+	kept, written := len(spare.maps), spare.bytes
+	spare.Unlock()
+	if written > maxSpare {
+		t.Errorf("%d spare mappings with %d bytes written, over %d", kept, written, maxSpare)
+	}
+	if now := liveMappings.Load(); now > live+int64(maxSpare/(5<<20)) {
+		t.Errorf("%d more mappings alive after the bodies were done", now-live)
+	}
+	// The next body takes a spare: no new mapping.
+	before := liveMappings.Load()
+	b, err := ReadAll(bytes.NewReader(make([]byte, 1<<20)), 1<<20, 5<<20)
+	if err != nil || b.mapped == nil || cap(b.Bytes()) != 1<<20+1 {
+		t.Fatalf("mapped %v, buffer of %d, %v", b != nil && b.mapped != nil, cap(b.Bytes()), err)
+	}
+	if liveMappings.Load() != before {
+		t.Error("a new mapping while a spare was there")
+	}
+	b.Release()
+	_ = b.Close()
 }

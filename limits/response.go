@@ -2,7 +2,6 @@ package limits
 
 import (
 	"net/http"
-	"runtime"
 	"strconv"
 )
 
@@ -28,10 +27,9 @@ type ResponseBuffer struct {
 
 	header   http.Header
 	status   int
-	body     []byte // heap, or in mapped
-	heap     []byte // the heap buffer, kept for the next response
-	mapped   []byte // the whole mapping body lies in, if any
-	cleanup  runtime.Cleanup
+	body     []byte   // heap, or in mapped
+	heap     []byte   // the heap buffer, kept for the next response
+	mapped   *mapping // the mapping body lies in, if any
 	tooLarge bool
 	declared int64
 }
@@ -108,11 +106,10 @@ func (rb *ResponseBuffer) grow(size int) {
 		if int64(size) > rb.declared {
 			reserve = int(max(min(maxReserve, rb.Max), int64(size)))
 		}
-		if mem := mapBuffer(reserve); mem != nil {
-			body := mem[:copy(mem, rb.body)]
+		if m := newMapping(rb, reserve); m != nil {
+			body := m.mem[:copy(m.mem, rb.body):reserve] // a spare may be larger
 			rb.unmap()
-			rb.body, rb.mapped = body, mem
-			rb.cleanup = runtime.AddCleanup(rb, unmapCleanup, mem)
+			rb.body, rb.mapped = body, m
 			return
 		}
 	}
@@ -127,8 +124,7 @@ func (rb *ResponseBuffer) unmap() {
 	if rb.mapped == nil {
 		return
 	}
-	rb.cleanup.Stop()
-	unmapBuffer(rb.mapped)
+	rb.mapped.release(len(rb.body))
 	rb.mapped = nil
 	rb.body = rb.heap[:0]
 }
