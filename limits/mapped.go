@@ -62,6 +62,10 @@ var (
 // held by an owner.
 var liveMappings, inUse atomic.Int64
 
+// MappingsInUse is the number of buffers (of Body and ResponseBuffer) held
+// in memory mappings now; spares are not counted.
+func MappingsInUse() int64 { return inUse.Load() }
+
 // mapping is a buffer of mapBuffer held by an owner (a Body, a
 // ResponseBuffer).
 type mapping struct {
