@@ -71,12 +71,29 @@ var buffers interface {
 // from src; other read errors are returned as they are. On error no Body
 // is returned and nothing is left to release. A nil src reads as empty.
 func ReadAll(src io.Reader, declared, limit int64) (*Body, error) {
+	return ReadAllTee(src, declared, limit, nil)
+}
+
+// ReadAllTee is ReadAll that also writes every byte it reads to tee, in
+// order (a MAC computed as the bytes arrive). A body mapped at once to its
+// declared length is written to tee from a goroutine of its own while the
+// reading goes on, so that tee's work (SHA-256 is slower than the network
+// on loopback) overlaps the reading; other bodies are written to it as
+// they are read. Either way ReadAllTee returns once tee has been written
+// everything read, and tee is never written after. A nil tee is ReadAll.
+func ReadAllTee(src io.Reader, declared, limit int64, tee io.Writer) (*Body, error) {
 	limit = min(max(limit, 0), math.MaxInt64-1)
 	declared = min(declared, limit)
 	b := &Body{}
 	var buf []byte
 	if declared+1 >= MinMapped && declared < maxSizedOnce {
 		buf = b.mapTo(nil, int(declared+1))
+	}
+	var t teeWriter
+	if tee != nil {
+		t.start(tee, buf != nil)
+		// Every return waits for tee, before the buffer can be given back.
+		defer t.wait()
 	}
 	if buf == nil {
 		b.pooled = buffers.Get().(*[]byte)
@@ -91,6 +108,7 @@ func ReadAll(src io.Reader, declared, limit int64) (*Body, error) {
 	}
 	for src != nil {
 		if len(buf) == cap(buf) {
+			t.wait() // tee may be reading the buffer grow moves
 			buf = b.grow(buf, declared, limit)
 		}
 		// At most one byte over the limit is read: enough to know the body
@@ -99,14 +117,19 @@ func ReadAll(src io.Reader, declared, limit int64) (*Body, error) {
 		n, err := src.Read(buf[len(buf):end])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
+			t.wait()
 			b.buf = buf
 			b.put()
 			return nil, ErrTooLarge
+		}
+		if n > 0 && tee != nil {
+			t.write(buf[len(buf)-n:])
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
+			t.wait()
 			b.buf = buf
 			b.put()
 			var mbe *http.MaxBytesError
@@ -116,9 +139,53 @@ func ReadAll(src io.Reader, declared, limit int64) (*Body, error) {
 			return nil, err
 		}
 	}
+	t.wait()
 	b.buf = buf
 	b.r.Reset(buf)
 	return b, nil
+}
+
+// teeWriter writes the pieces of a body to a writer, from a goroutine of
+// its own when it is started pipelined.
+type teeWriter struct {
+	w      io.Writer
+	pieces chan []byte   // nil when not pipelined
+	done   chan struct{} // closed when the goroutine has written every piece
+}
+
+func (t *teeWriter) start(w io.Writer, pipelined bool) {
+	t.w = w
+	if !pipelined {
+		return
+	}
+	t.pieces, t.done = make(chan []byte, 64), make(chan struct{})
+	go func(pieces <-chan []byte, done chan<- struct{}) {
+		defer close(done)
+		for p := range pieces {
+			_, _ = w.Write(p)
+		}
+	}(t.pieces, t.done)
+}
+
+// write writes p, a piece of the body's buffer that stays as it is until
+// wait returns.
+func (t *teeWriter) write(p []byte) {
+	if t.pieces == nil {
+		_, _ = t.w.Write(p)
+		return
+	}
+	t.pieces <- p
+}
+
+// wait returns once every piece is written; the goroutine is gone after
+// it, and later pieces are written directly.
+func (t *teeWriter) wait() {
+	if t.pieces == nil {
+		return
+	}
+	close(t.pieces)
+	<-t.done
+	t.pieces = nil
 }
 
 // grow returns a copy of the full buf with growth times the room (at least

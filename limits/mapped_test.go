@@ -3,6 +3,7 @@ package limits
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -379,3 +380,70 @@ func TestSparesBounded(t *testing.T) {
 	b.Release()
 	_ = b.Close()
 }
+
+// teeRecorder keeps what ReadAllTee writes to it, slowly, and fails the
+// test when written after ReadAllTee returned.
+type teeRecorder struct {
+	t        *testing.T
+	got      []byte
+	returned bool
+}
+
+func (r *teeRecorder) Write(p []byte) (int, error) {
+	if r.returned {
+		r.t.Error("tee written after ReadAllTee returned")
+	}
+	time.Sleep(50 * time.Microsecond) // slower than the reading
+	r.got = append(r.got, p...)
+	return len(p), nil
+}
+
+// ReadAllTee writes every byte it reads to the tee, in order, and is done
+// with the tee when it returns, whether the body was mapped at once
+// (written from a goroutine beside the reading), grew, or was refused.
+func TestReadAllTee(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstu"), (3<<20)/31)
+	tests := []struct {
+		name     string
+		src      io.Reader
+		declared int64
+		limit    int64
+		err      error
+	}{
+		{"mapped at once", &capReader{data: data, step: 20 << 10, checked: func(int, int) {}}, int64(len(data)), 5 << 20, nil},
+		{"mapped at once, client sends more", &capReader{data: data, step: 20 << 10, checked: func(int, int) {}}, 1 << 20, 5 << 20, nil},
+		{"unknown length", &capReader{data: data, step: 20 << 10, checked: func(int, int) {}}, -1, 5 << 20, nil},
+		{"small", strings.NewReader("hello"), 5, 10, nil},
+		{"over the limit", bytes.NewReader(data), int64(len(data)), 1 << 20, ErrTooLarge},
+		{"read error", io.MultiReader(bytes.NewReader(data), iotestErrReader{}), int64(len(data)) + 10, 5 << 20, errBroken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := inUse.Load()
+			rec := &teeRecorder{t: t}
+			b, err := ReadAllTee(tt.src, tt.declared, tt.limit, rec)
+			rec.returned = true
+			if err != tt.err {
+				t.Fatalf("error %v, want %v", err, tt.err)
+			}
+			if err != nil {
+				if inUse.Load() != before {
+					t.Error("a refused body left its mapping")
+				}
+				return
+			}
+			if !bytes.Equal(rec.got, b.Bytes()) || b.Len() == 0 {
+				t.Fatalf("the tee got %d bytes of the %d read", len(rec.got), b.Len())
+			}
+			b.Release()
+			_ = b.Close()
+			time.Sleep(time.Millisecond) // a late write would show
+		})
+	}
+}
+
+var errBroken = errors.New("connection broken")
+
+type iotestErrReader struct{}
+
+func (iotestErrReader) Read([]byte) (int, error) { return 0, errBroken }
