@@ -37,7 +37,8 @@ type ResponseBuffer struct {
 // Reset empties rb for a new response whose header starts as a copy of
 // initial (the header already set on the real response, so handlers behind
 // the buffer see and change it as they would without the buffer) and whose
-// body may hold at most max bytes. It keeps the memory rb already holds.
+// body may hold at most max bytes. It keeps the heap memory rb already
+// holds and gives back a mapping: the body Body returned before is invalid.
 func (rb *ResponseBuffer) Reset(initial http.Header, max int64) {
 	if rb.header == nil {
 		rb.header = make(http.Header, len(initial))
@@ -96,10 +97,10 @@ func (rb *ResponseBuffer) Write(p []byte) (int, error) {
 }
 
 // grow moves the body to a buffer of size bytes (at most Max, at least the
-// body): a mapping
-// from MinMapped bytes on, where a body of unknown or exceeded length
-// reserves more at once (up to maxReserve), as room costs nothing until
-// written; heap memory below, or when no mapping is to be had.
+// body): a mapping from MinMapped bytes on, where a body of unknown or
+// exceeded length reserves more at once (up to maxReserve), as room costs
+// nothing until written; heap memory below, or when no mapping is to be
+// had.
 func (rb *ResponseBuffer) grow(size int) {
 	if size >= MinMapped {
 		reserve := size
