@@ -40,6 +40,7 @@ func mappingsBack(t *testing.T, want int64) {
 func TestLimitsAnswerMappingsGivenBack(t *testing.T) {
 	const size = 3 << 20
 	answer := bytes.Repeat([]byte("a"), size)
+	mappingsBack(t, 0) // what earlier tests left is given back first
 	before := limits.MappingsInUse()
 	l := newTestLimits(t, &ServiceLimits{})
 	tests := []struct {
@@ -282,6 +283,7 @@ func TestMappedBodyOutlivesHandler(t *testing.T) {
 	lim := newTestLimits(t, &ServiceLimits{})
 	for _, handler := range []string{"service_webhook", "service_limits"} {
 		t.Run(handler, func(t *testing.T) {
+			mappingsBack(t, 0) // what earlier tests left is given back first
 			before := limits.MappingsInUse()
 			read := make(chan []byte, 1)
 			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
@@ -323,5 +325,45 @@ func TestMappedBodyOutlivesHandler(t *testing.T) {
 			}
 			mappingsBack(t, before)
 		})
+	}
+}
+
+// A delivery stored by the webhook queue is the one verified, though its
+// mapping is reused by the next body as soon as the handler returns: the
+// queue keeps a copy, never the handler's bytes.
+func TestWebhookQueueKeepsNoMappedBytes(t *testing.T) {
+	got := make(chan []byte, 4)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+	}))
+	defer app.Close()
+	m := ServiceWebhook{Secrets: []string{appSecret}, Queue: &WebhookQueue{To: app.URL, Dir: t.TempDir()}}
+	provisionWebhook(t, &m)
+	body := bytes.Repeat([]byte(`{"events":[1]}`), (2<<20)/14)
+	req := httptest.NewRequest(http.MethodPost, "/webhooks", bytes.NewReader(body))
+	req.Header.Set("X-Service-Signature", hmacHex(appSecret, body))
+	req.Header.Set("X-Service-Domain", "acme.example")
+	rec := httptest.NewRecorder()
+	if err := m.ServeHTTP(rec, req, nil); err != nil || rec.Code != http.StatusAccepted {
+		t.Fatalf("status %d, %v", rec.Code, err)
+	}
+	// The next bodies take the spare mapping and write over it.
+	for range 3 {
+		other := bytes.Repeat([]byte("X"), len(body))
+		b, err := limits.ReadAll(bytes.NewReader(other), int64(len(other)), 5<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+		_ = b.Close()
+	}
+	select {
+	case delivered := <-got:
+		if !bytes.Equal(delivered, body) {
+			t.Fatalf("the app got another delivery (%d bytes) than the one verified (%d)", len(delivered), len(body))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued delivery never reached the app")
 	}
 }
