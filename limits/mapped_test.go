@@ -447,3 +447,30 @@ var errBroken = errors.New("connection broken")
 type iotestErrReader struct{}
 
 func (iotestErrReader) Read([]byte) (int, error) { return 0, errBroken }
+
+// Past maxReserve, a body or answer of unknown length moves to a larger
+// mapping, its bytes whole.
+func TestMappingsGrowPastReserve(t *testing.T) {
+	needMappings(t)
+	before := inUse.Load()
+	data := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstu"), (maxReserve+maxReserve/8)/31)
+	b, err := ReadAll(&capReader{data: data, step: 1 << 20, checked: func(int, int) {}}, -1, 100<<20)
+	if err != nil || b.mapped == nil || cap(b.Bytes()) != 100<<20+1 || !bytes.Equal(b.Bytes(), data) {
+		t.Fatalf("mapped %v, %d bytes in a buffer of %d, %v", b != nil && b.mapped != nil, b.Len(), cap(b.Bytes()), err)
+	}
+	b.Release()
+	_ = b.Close()
+	rb := newBuffer(nil, 100<<20)
+	for p := data; len(p) > 0; p = p[min(len(p), 1<<20):] {
+		if _, err := rb.Write(p[:min(len(p), 1<<20)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rb.mapped == nil || cap(rb.Body()) != 100<<20 || !bytes.Equal(rb.Body(), data) {
+		t.Fatalf("mapped %v, %d bytes in a buffer of %d", rb.mapped != nil, len(rb.Body()), cap(rb.Body()))
+	}
+	rb.Release()
+	if inUse.Load() != before {
+		t.Fatal("mappings left in use")
+	}
+}
