@@ -367,3 +367,27 @@ func TestWebhookQueueKeepsNoMappedBytes(t *testing.T) {
 		t.Fatal("the queued delivery never reached the app")
 	}
 }
+
+// When the app cannot be reached, reverse_proxy's transport never reads the
+// body and leaves it open (so that a retry could send it): nobody closes
+// it, and its mapping is given back by the garbage collector.
+func TestE2EMappedBodyOfUnreachableApp(t *testing.T) {
+	startCaddy(t, fmt.Sprintf(`
+localhost:{port} {
+	service_webhook /webhooks {
+		secret %s
+	}
+	reverse_proxy 127.0.0.1:%d
+}
+`, appSecret, freePort()))
+	mappingsBack(t, 0)
+	body := bytes.Repeat([]byte(`{"events":[2]}`), (3<<20)/14)
+	for range 4 {
+		status, answer := deliver(t, "/webhooks", body, false, map[string]string{"X-Service-Signature": hmacHex(appSecret, body)})
+		if status != http.StatusBadGateway {
+			t.Fatalf("status %d (%s), want 502: the app is not there", status, answer)
+		}
+	}
+	t.Logf("%d mapped bodies left open by the transport until the garbage collector runs", limits.MappingsInUse())
+	mappingsBack(t, 0)
+}

@@ -33,6 +33,13 @@ const (
 	// default), which the Go runtime needs too: past it, buffers are heap
 	// memory.
 	maxMappings = 8192
+	// maxMappedInUse bounds the bytes of the mappings in use (reserved,
+	// written or not): past it, buffers are heap memory. A body that nobody
+	// closes (reverse_proxy's transport leaves one it never read open, when
+	// the app cannot be reached) is given back by the garbage collector,
+	// which memory outside the heap does not prompt to run; heap buffers
+	// past this bound do.
+	maxMappedInUse = 512 << 20
 	// maxSpare is the most memory (bytes written) that mappings no longer
 	// used keep for the next buffers. A page written for the first time
 	// costs far more than the write: about 10 µs per 4 KiB page on a
@@ -59,8 +66,8 @@ var (
 )
 
 // liveMappings counts the mappings alive, spares included; inUse those
-// held by an owner.
-var liveMappings, inUse atomic.Int64
+// held by an owner, and inUseBytes their sizes.
+var liveMappings, inUse, inUseBytes atomic.Int64
 
 // MappingsInUse is the number of buffers (of Body and ResponseBuffer) held
 // in memory mappings now; spares are not counted.
@@ -78,10 +85,16 @@ type mapping struct {
 // there is none to be had. It is given back with release, or by the
 // garbage collector once owner is unreachable.
 func newMapping[T any](owner *T, n int) *mapping {
-	mem, touched := mapBuffer(n)
-	if mem == nil {
+	if inUseBytes.Add(int64(n)) > maxMappedInUse {
+		inUseBytes.Add(-int64(n))
 		return nil
 	}
+	mem, touched := mapBuffer(n)
+	if mem == nil {
+		inUseBytes.Add(-int64(n))
+		return nil
+	}
+	inUseBytes.Add(int64(cap(mem) - n))
 	m := &mapping{mem: mem, touched: touched}
 	m.cleanup = runtime.AddCleanup(owner, dropMapping, m)
 	inUse.Add(1)
@@ -93,6 +106,7 @@ func newMapping[T any](owner *T, n int) *mapping {
 func (m *mapping) release(written int) {
 	m.cleanup.Stop()
 	inUse.Add(-1)
+	inUseBytes.Add(-int64(cap(m.mem)))
 	unmapBuffer(m.mem, max(m.touched, written))
 }
 
@@ -100,6 +114,7 @@ func (m *mapping) release(written int) {
 // of it may have been written.
 func dropMapping(m *mapping) {
 	inUse.Add(-1)
+	inUseBytes.Add(-int64(cap(m.mem)))
 	unmapBuffer(m.mem, cap(m.mem))
 }
 
