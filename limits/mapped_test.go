@@ -269,8 +269,8 @@ func TestResponseBufferMapsDeclaredLength(t *testing.T) {
 	rb := newBuffer(nil, 5<<20)
 	rb.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	rb.WriteHeader(http.StatusOK)
-	if rb.mapped == nil || cap(rb.Body()) != len(data) {
-		t.Fatalf("mapped %v, buffer of %d bytes for %d declared", rb.mapped != nil, cap(rb.Body()), len(data))
+	if rb.held.mapped == nil || cap(rb.Body()) != len(data) {
+		t.Fatalf("mapped %v, buffer of %d bytes for %d declared", rb.held.mapped != nil, cap(rb.Body()), len(data))
 	}
 	mapped := &rb.Body()[:1][0]
 	for p := data; len(p) > 0; p = p[min(len(p), 32<<10):] {
@@ -308,8 +308,8 @@ func TestResponseBufferUndeclaredMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rb.mapped == nil || !bytes.Equal(rb.Body(), data) || cap(rb.Body()) > 5<<20 {
-		t.Fatalf("mapped %v, %d bytes in a buffer of %d", rb.mapped != nil, len(rb.Body()), cap(rb.Body()))
+	if rb.held.mapped == nil || !bytes.Equal(rb.Body(), data) || cap(rb.Body()) > 5<<20 {
+		t.Fatalf("mapped %v, %d bytes in a buffer of %d", rb.held.mapped != nil, len(rb.Body()), cap(rb.Body()))
 	}
 	if _, err := rb.Write(make([]byte, 2<<20+1)); err != ErrTooLarge {
 		t.Fatalf("over Max: %v", err)
@@ -321,7 +321,7 @@ func TestResponseBufferUndeclaredMoves(t *testing.T) {
 	func() {
 		dropped := newBuffer(nil, 5<<20)
 		_, _ = dropped.Write(make([]byte, 1<<20))
-		if dropped.mapped == nil {
+		if dropped.held.mapped == nil {
 			t.Fatal("a 1 MiB answer is not mapped")
 		}
 	}()
@@ -340,12 +340,12 @@ func TestBuffersWithoutMappings(t *testing.T) {
 	b.Release()
 	_ = b.Close()
 	rb := newBuffer(nil, 5<<20)
-	if _, err := rb.Write(data); err != nil || rb.mapped != nil || !bytes.Equal(rb.Body(), data) {
+	if _, err := rb.Write(data); err != nil || rb.held.mapped != nil || !bytes.Equal(rb.Body(), data) {
 		t.Fatalf("answer: %v", err)
 	}
 	rb.Release()
-	if cap(rb.heap) > MaxPooled || inUse.Load() != before {
-		t.Fatalf("Release kept a heap buffer of %d bytes", cap(rb.heap))
+	if cap(rb.held.heap) > MaxPooled || inUse.Load() != before {
+		t.Fatalf("Release kept a heap buffer of %d bytes", cap(rb.held.heap))
 	}
 }
 
@@ -473,11 +473,55 @@ func TestMappingsGrowPastReserve(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rb.mapped == nil || cap(rb.Body()) != 100<<20 || !bytes.Equal(rb.Body(), data) {
-		t.Fatalf("mapped %v, %d bytes in a buffer of %d", rb.mapped != nil, len(rb.Body()), cap(rb.Body()))
+	if rb.held.mapped == nil || cap(rb.Body()) != 100<<20 || !bytes.Equal(rb.Body(), data) {
+		t.Fatalf("mapped %v, %d bytes in a buffer of %d", rb.held.mapped != nil, len(rb.Body()), cap(rb.Body()))
 	}
 	rb.Release()
 	if inUse.Load() != before {
 		t.Fatal("mappings left in use")
+	}
+}
+
+// SpillBuffer keeps its memory part in a mapping as ResponseBuffer does,
+// gives it back when the body goes to the file, and on Close.
+func TestSpillBufferMapsItsMemory(t *testing.T) {
+	needMappings(t)
+	before := inUse.Load()
+	data := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstu"), (3<<20)/31)
+	sb := NewSpillBuffer(nil, 4<<20, 16<<20, t.TempDir())
+	sb.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	for p := data; len(p) > 0; p = p[min(len(p), 32<<10):] {
+		if _, err := sb.Write(p[:min(len(p), 32<<10)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sb.mem.mapped == nil || cap(sb.mem.body) != len(data) || sb.Spilled() {
+		t.Fatalf("mapped %v, buffer of %d for %d declared, spilled %v", sb.mem.mapped != nil, cap(sb.mem.body), len(data), sb.Spilled())
+	}
+	if got, _ := io.ReadAll(sb.Reader()); !bytes.Equal(got, data) {
+		t.Fatal("read back another answer than written")
+	}
+	_ = sb.Close()
+	if inUse.Load() != before {
+		t.Fatal("still mapped after Close")
+	}
+
+	// Of unknown length, over the memory limit: to the file, the mapping
+	// given back at once.
+	sb = NewSpillBuffer(nil, 2<<20, 16<<20, t.TempDir())
+	defer sb.Close()
+	for p := data; len(p) > 0; p = p[min(len(p), 32<<10):] {
+		if _, err := sb.Write(p[:min(len(p), 32<<10)]); err != nil {
+			t.Fatal(err)
+		}
+		if !sb.Spilled() && sb.mem.mapped == nil && len(sb.mem.body) >= MinMapped {
+			t.Fatal("a memory part over MinMapped is not mapped")
+		}
+	}
+	if !sb.Spilled() || inUse.Load() != before {
+		t.Fatalf("spilled %v, %d mappings in use", sb.Spilled(), inUse.Load()-before)
+	}
+	if got, _ := io.ReadAll(sb.Reader()); !bytes.Equal(got, data) {
+		t.Fatal("read back another answer than written")
 	}
 }

@@ -27,11 +27,17 @@ type ResponseBuffer struct {
 
 	header   http.Header
 	status   int
-	body     []byte   // heap, or in mapped
-	heap     []byte   // the heap buffer, kept for the next response
-	mapped   *mapping // the mapping body lies in, if any
+	held     held
 	tooLarge bool
 	declared int64
+}
+
+// held is the body of a response kept whole: heap memory, kept for the
+// next response, below MinMapped bytes; a mapping from there on.
+type held struct {
+	body   []byte   // in heap or in mapped
+	heap   []byte   // the heap buffer, kept for the next response
+	mapped *mapping // the mapping body lies in, if any
 }
 
 // Reset empties rb for a new response whose header starts as a copy of
@@ -50,8 +56,7 @@ func (rb *ResponseBuffer) Reset(initial http.Header, max int64) {
 	}
 	rb.Max = max
 	rb.status = 0
-	rb.unmap()
-	rb.body = rb.heap[:0]
+	rb.held.unmap()
 	rb.tooLarge = false
 	rb.declared = -1
 }
@@ -72,8 +77,8 @@ func (rb *ResponseBuffer) WriteHeader(status int) {
 			rb.declared = n
 			if n > rb.Max {
 				rb.tooLarge = true
-			} else if int(n) > cap(rb.body) {
-				rb.grow(int(n))
+			} else {
+				rb.held.sizeTo(n)
 			}
 		}
 	}
@@ -85,62 +90,79 @@ func (rb *ResponseBuffer) Write(p []byte) (int, error) {
 	if rb.status == 0 {
 		rb.WriteHeader(http.StatusOK)
 	}
-	if rb.tooLarge || int64(len(rb.body))+int64(len(p)) > rb.Max {
+	if rb.tooLarge || int64(len(rb.held.body))+int64(len(p)) > rb.Max {
 		rb.tooLarge = true
 		return 0, ErrTooLarge
 	}
-	if need := len(rb.body) + len(p); need > cap(rb.body) {
-		rb.grow(int(min(int64(max(need, 2*cap(rb.body))), rb.Max)))
-	}
-	rb.body = append(rb.body, p...)
+	rb.held.write(p, rb.declared, rb.Max)
 	return len(p), nil
 }
 
-// grow moves the body to a buffer of size bytes (at most Max, at least the
-// body): a mapping from MinMapped bytes on, where a body of unknown or
+// sizeTo makes room for a body of declared length n at once.
+func (h *held) sizeTo(n int64) {
+	if int(n) > cap(h.body) {
+		h.grow(int(n), n, n)
+	}
+}
+
+// write appends p, growing the buffer (at most to limit bytes, which the
+// caller checked p fits in) for a body of declared length declared (-1 when
+// unknown).
+func (h *held) write(p []byte, declared, limit int64) {
+	if need := len(h.body) + len(p); need > cap(h.body) {
+		h.grow(int(min(int64(max(need, 2*cap(h.body))), limit)), declared, limit)
+	}
+	h.body = append(h.body, p...)
+}
+
+// grow moves the body to a buffer of size bytes (at most limit, at least
+// the body): a mapping from MinMapped bytes on, where a body of unknown or
 // exceeded length reserves more at once (up to maxReserve), as room costs
 // nothing until written; heap memory below, or when no mapping is to be
 // had.
-func (rb *ResponseBuffer) grow(size int) {
+func (h *held) grow(size int, declared, limit int64) {
 	if size >= MinMapped {
 		reserve := size
-		if int64(size) > rb.declared {
-			reserve = int(max(min(maxReserve, rb.Max), int64(size)))
+		if int64(size) > declared {
+			reserve = int(max(min(maxReserve, limit), int64(size)))
 		}
-		if m := newMapping(rb, reserve); m != nil {
-			body := m.mem[:copy(m.mem, rb.body):reserve] // a spare may be larger
-			rb.unmap()
-			rb.body, rb.mapped = body, m
+		if m := newMapping(h, reserve); m != nil {
+			body := m.mem[:copy(m.mem, h.body):reserve] // a spare may be larger
+			h.unmap()
+			h.body, h.mapped = body, m
 			return
 		}
 	}
-	heap := make([]byte, len(rb.body), size)
-	copy(heap, rb.body)
-	rb.unmap()
-	rb.body, rb.heap = heap, heap
+	heap := make([]byte, len(h.body), size)
+	copy(heap, h.body)
+	h.unmap()
+	h.body, h.heap = heap, heap
 }
 
-// unmap releases the mapping rb's body lies in, if any.
-func (rb *ResponseBuffer) unmap() {
-	if rb.mapped == nil {
-		return
+// unmap gives back the mapping the body lies in, if any, and empties the
+// body.
+func (h *held) unmap() {
+	if h.mapped != nil {
+		h.mapped.release(len(h.body))
+		h.mapped = nil
 	}
-	rb.mapped.release(len(rb.body))
-	rb.mapped = nil
-	rb.body = rb.heap[:0]
+	h.body = h.heap[:0]
+}
+
+// release gives back a mapping, and a heap buffer over keep bytes.
+func (h *held) release(keep int) {
+	h.unmap()
+	if cap(h.heap) > keep {
+		h.heap = nil
+	}
+	h.body = h.heap[:0]
 }
 
 // Release gives back the memory of a large body now: a mapping to the
 // system, a heap buffer over MaxPooled to the garbage collector. The body
 // Body returned before is invalid after it; call it once the response is
 // sent, and Reset before using rb again.
-func (rb *ResponseBuffer) Release() {
-	rb.unmap()
-	if cap(rb.heap) > MaxPooled {
-		rb.heap = nil
-	}
-	rb.body = rb.heap[:0]
-}
+func (rb *ResponseBuffer) Release() { rb.held.release(MaxPooled) }
 
 // Flush does nothing: the response is sent by WriteTo once complete.
 func (rb *ResponseBuffer) Flush() {}
@@ -151,7 +173,7 @@ func (rb *ResponseBuffer) Status() int { return rb.status }
 // Body is the buffered body. It stays valid until the next Reset or
 // Release; the caller keeps rb reachable while it uses it, and keeps none
 // of it past that.
-func (rb *ResponseBuffer) Body() []byte { return rb.body }
+func (rb *ResponseBuffer) Body() []byte { return rb.held.body }
 
 // TooLarge reports whether the response broke the size limit.
 func (rb *ResponseBuffer) TooLarge() bool { return rb.tooLarge }
@@ -162,7 +184,7 @@ func (rb *ResponseBuffer) DeclaredSize() int64 { return rb.declared }
 
 // WriteTo sends the buffered response to w: see WriteResponse.
 func (rb *ResponseBuffer) WriteTo(w http.ResponseWriter, head bool) error {
-	return WriteResponse(w, rb.header, rb.status, rb.declared, rb.body, head)
+	return WriteResponse(w, rb.header, rb.status, rb.declared, rb.held.body, head)
 }
 
 // WriteResponse sends a complete response held in memory to w: w's header
