@@ -241,9 +241,10 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	} else {
 		mb := responseBuffers.Get().(*limits.ResponseBuffer)
 		defer func() {
-			if cap(mb.Body()) <= limits.MaxPooled {
-				responseBuffers.Put(mb)
-			}
+			// The answer is sent or dropped: a mapped one is unmapped, a
+			// large heap one left to the garbage collector.
+			mb.Release()
+			responseBuffers.Put(mb)
 		}()
 		mb.Reset(w.Header(), l.MaxResponseSize)
 		rb = mb
@@ -382,8 +383,8 @@ func serveAborting(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 	return false, next.ServeHTTP(w, r)
 }
 
-// responseBuffers holds answer buffers of at most limits.MaxPooled bytes;
-// the rare larger ones are left to the garbage collector.
+// responseBuffers holds answer buffers, released: each keeps at most
+// limits.MaxPooled bytes of heap memory and no mapping.
 var responseBuffers = sync.Pool{New: func() any { return new(limits.ResponseBuffer) }}
 
 // answerBuffer keeps the app's answer until it is complete and checked:

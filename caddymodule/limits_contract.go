@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -48,11 +47,11 @@ func (l *ServiceLimits) validateContract() error {
 // with 400 and never reaches the app (done is true, err is refuse's); in
 // mode report it is logged and goes on unchecked (job is nil).
 func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *limits.Body) (job *contract.Job, done bool, err error) {
-	var rd io.Reader = http.NoBody
+	var raw []byte
 	if body != nil {
-		rd = bytes.NewReader(body.Bytes())
+		raw = body.Bytes()
 	}
-	job, err = contract.ParseJob(l.Contract, rd)
+	job, err = contract.ParseJobBytes(l.Contract, raw)
 	if err == nil {
 		return job, false, nil
 	}

@@ -221,7 +221,7 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	if refusal != nil {
 		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
-	body, err := m.readBody(w, r, d.Reader(r.Body))
+	body, err := m.readBody(w, r, d.Writer())
 	if err != nil {
 		d.Release()
 		return m.refuseUnread(w, r, err)
@@ -249,13 +249,13 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	return next.ServeHTTP(w, r)
 }
 
-// readBody reads the whole delivery from src (the request's body through
-// the signature's MACs), up to max_size, with the read
+// readBody reads the whole delivery from the request's body, writing it to
+// macs (the signature's MACs) as it arrives, up to max_size, with the read
 // deadline of the connection at read_timeout where the connection allows
 // one. The handler releases the body; on an error there is none.
-func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request, src io.Reader) (*limits.Body, error) {
+func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request, macs io.Writer) (*limits.Body, error) {
 	deadlineSet := setReadDeadline(w, time.Now().Add(time.Duration(m.ReadTimeout)))
-	body, err := limits.ReadAll(src, r.ContentLength, m.MaxSize)
+	body, err := limits.ReadAllTee(r.Body, r.ContentLength, m.MaxSize, macs)
 	if err != nil {
 		// The deadline stays: after a refusal, net/http reads on through
 		// what is left of the body before answering, and the deadline

@@ -80,23 +80,29 @@ func TestParseJob(t *testing.T) {
 		{"a string record a number", FilePreExport, job(PreExport, func(m map[string]any) { m["strings"] = []any{1} }), "string 1 is not a string record"},
 		{"empty stringsUrl", FilePreExport, job(PreExport, func(m map[string]any) { delete(m, "strings"); m["stringsUrl"] = "" }), "stringsUrl is not a URL"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			j, err := ParseJob(tt.module, bytes.NewReader(tt.body))
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("ParseJob: %v", err)
+	parsers := map[string]func(module string, body []byte) (*Job, error){
+		"ParseJob":      func(module string, body []byte) (*Job, error) { return ParseJob(module, bytes.NewReader(body)) },
+		"ParseJobBytes": ParseJobBytes,
+	}
+	for name, parse := range parsers {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				j, err := parse(tt.module, tt.body)
+				if tt.wantErr == "" {
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					return
 				}
-				return
-			}
-			var re *RequestError
-			if !errors.As(err, &re) {
-				t.Fatalf("ParseJob = %v, %v; want a *RequestError", j, err)
-			}
-			if !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("error %q does not hold %q", err, tt.wantErr)
-			}
-		})
+				var re *RequestError
+				if !errors.As(err, &re) {
+					t.Fatalf("%s = %v, %v; want a *RequestError", name, j, err)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error %q does not hold %q", err, tt.wantErr)
+				}
+			})
+		}
 	}
 }
 

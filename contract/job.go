@@ -150,27 +150,35 @@ func ParseJob(module string, body io.Reader) (*Job, error) {
 		return nil, requestErr("the body is not valid JSON")
 	}
 
-	switch {
-	case module == CustomFileFormat && job.Type != ParseFile && job.Type != BuildFile:
-		return nil, requestErr("jobType is %s, and a custom file format app takes parse-file or build-file", shortQuote(job.Type))
-	case module == FilePreExport && job.Type != PreExport:
-		return nil, requestErr("jobType is %s, and a pre-export app takes file-pre-export", shortQuote(job.Type))
-	case module != CustomFileFormat && module != FilePreExport:
-		return nil, fmt.Errorf("unknown module %q", module)
-	case !seen.org:
-		return nil, requestErr("organization is missing")
-	case !seen.project:
-		return nil, requestErr("project is missing")
-	case !seen.source:
-		return nil, requestErr("sourceLanguage is missing")
-	case !seen.targets:
-		return nil, requestErr("targetLanguages is missing")
-	case job.Type == ParseFile && !job.HasContent && job.ContentURL == "":
-		return nil, requestErr("a parse-file job needs file.content or file.contentUrl")
-	case job.Type != ParseFile && !seen.strs:
-		return nil, requestErr("a %s job needs strings or stringsUrl", job.Type)
+	if err := job.checkShape(module, seen.org, seen.project, seen.source, seen.targets, seen.strs); err != nil {
+		return nil, err
 	}
 	return job, nil
+}
+
+// checkShape checks what a whole job must carry, given the members seen.
+func (job *Job) checkShape(module string, org, project, source, targets, strs bool) error {
+	switch {
+	case module == CustomFileFormat && job.Type != ParseFile && job.Type != BuildFile:
+		return requestErr("jobType is %s, and a custom file format app takes parse-file or build-file", shortQuote(job.Type))
+	case module == FilePreExport && job.Type != PreExport:
+		return requestErr("jobType is %s, and a pre-export app takes file-pre-export", shortQuote(job.Type))
+	case module != CustomFileFormat && module != FilePreExport:
+		return fmt.Errorf("unknown module %q", module)
+	case !org:
+		return requestErr("organization is missing")
+	case !project:
+		return requestErr("project is missing")
+	case !source:
+		return requestErr("sourceLanguage is missing")
+	case !targets:
+		return requestErr("targetLanguages is missing")
+	case job.Type == ParseFile && !job.HasContent && job.ContentURL == "":
+		return requestErr("a parse-file job needs file.content or file.contentUrl")
+	case job.Type != ParseFile && !strs:
+		return requestErr("a %s job needs strings or stringsUrl", job.Type)
+	}
+	return nil
 }
 
 // readSentStrings reads the request's strings array one record at a time,

@@ -4,7 +4,9 @@
 // ReadBody), buffering an HTTP response up to a limit before any of it is
 // sent, in memory (ResponseBuffer) or beyond a size on disk (SpillBuffer),
 // and naming sizes and durations for the person who reads a refusal in
-// the service's UI.
+// the service's UI. Large bodies and answers are held outside the Go heap,
+// in anonymous memory mappings given back as soon as nothing reads them
+// (see MinMapped).
 //
 // It depends on nothing but the standard library.
 package limits

@@ -1,7 +1,6 @@
 package limits
 
 import (
-	"bytes"
 	"net/http"
 	"strconv"
 )
@@ -16,21 +15,36 @@ import (
 // declares more than Max: the writer upstream learns at once that its
 // answer will not be sent. Flush does nothing: nothing leaves the buffer
 // before WriteTo. The zero value is not usable; call Reset first.
+//
+// A body of at least MinMapped bytes is kept in a memory mapping (see
+// MinMapped), sized once to a declared Content-Length within Max; Reset
+// and Release unmap it, and the garbage collector does when a buffer
+// holding one is dropped. Smaller bodies are heap memory, kept by Reset for
+// the next response.
 type ResponseBuffer struct {
 	// Max is the largest body, in bytes, the buffer accepts.
 	Max int64
 
 	header   http.Header
 	status   int
-	body     bytes.Buffer
+	held     held
 	tooLarge bool
 	declared int64
+}
+
+// held is the body of a response kept whole: heap memory, kept for the
+// next response, below MinMapped bytes; a mapping from there on.
+type held struct {
+	body   []byte   // in heap or in mapped
+	heap   []byte   // the heap buffer, kept for the next response
+	mapped *mapping // the mapping body lies in, if any
 }
 
 // Reset empties rb for a new response whose header starts as a copy of
 // initial (the header already set on the real response, so handlers behind
 // the buffer see and change it as they would without the buffer) and whose
-// body may hold at most max bytes. It keeps the memory rb already holds.
+// body may hold at most max bytes. It keeps the heap memory rb already
+// holds and gives back a mapping: the body Body returned before is invalid.
 func (rb *ResponseBuffer) Reset(initial http.Header, max int64) {
 	if rb.header == nil {
 		rb.header = make(http.Header, len(initial))
@@ -42,7 +56,7 @@ func (rb *ResponseBuffer) Reset(initial http.Header, max int64) {
 	}
 	rb.Max = max
 	rb.status = 0
-	rb.body.Reset()
+	rb.held.unmap()
 	rb.tooLarge = false
 	rb.declared = -1
 }
@@ -63,8 +77,8 @@ func (rb *ResponseBuffer) WriteHeader(status int) {
 			rb.declared = n
 			if n > rb.Max {
 				rb.tooLarge = true
-			} else if int(n) > rb.body.Cap() {
-				rb.body.Grow(int(n))
+			} else {
+				rb.held.sizeTo(n)
 			}
 		}
 	}
@@ -76,12 +90,79 @@ func (rb *ResponseBuffer) Write(p []byte) (int, error) {
 	if rb.status == 0 {
 		rb.WriteHeader(http.StatusOK)
 	}
-	if rb.tooLarge || int64(rb.body.Len())+int64(len(p)) > rb.Max {
+	if rb.tooLarge || int64(len(rb.held.body))+int64(len(p)) > rb.Max {
 		rb.tooLarge = true
 		return 0, ErrTooLarge
 	}
-	return rb.body.Write(p)
+	rb.held.write(p, rb.declared, rb.Max)
+	return len(p), nil
 }
+
+// sizeTo makes room for a body of declared length n at once.
+func (h *held) sizeTo(n int64) {
+	if int(n) > cap(h.body) {
+		h.grow(int(n), n, n)
+	}
+}
+
+// write appends p, growing the buffer (at most to limit bytes, which the
+// caller checked p fits in) for a body of declared length declared (-1 when
+// unknown).
+func (h *held) write(p []byte, declared, limit int64) {
+	if need := len(h.body) + len(p); need > cap(h.body) {
+		h.grow(int(min(int64(max(need, 2*cap(h.body))), limit)), declared, limit)
+	}
+	h.body = append(h.body, p...)
+}
+
+// grow moves the body to a buffer of size bytes (at most limit, at least
+// the body): a mapping from MinMapped bytes on, where a body of unknown or
+// exceeded length reserves more at once (up to maxReserve), as room costs
+// nothing until written; heap memory below, or when no mapping is to be
+// had.
+func (h *held) grow(size int, declared, limit int64) {
+	if size >= MinMapped {
+		reserve := size
+		if int64(size) > declared {
+			reserve = int(max(min(maxReserve, limit), int64(size)))
+		}
+		if m := newMapping(h, reserve); m != nil {
+			body := m.mem[:copy(m.mem, h.body):reserve] // a spare may be larger
+			h.unmap()
+			h.body, h.mapped = body, m
+			return
+		}
+	}
+	heap := make([]byte, len(h.body), size)
+	copy(heap, h.body)
+	h.unmap()
+	h.body, h.heap = heap, heap
+}
+
+// unmap gives back the mapping the body lies in, if any, and empties the
+// body.
+func (h *held) unmap() {
+	if h.mapped != nil {
+		h.mapped.release(len(h.body))
+		h.mapped = nil
+	}
+	h.body = h.heap[:0]
+}
+
+// release gives back a mapping, and a heap buffer over keep bytes.
+func (h *held) release(keep int) {
+	h.unmap()
+	if cap(h.heap) > keep {
+		h.heap = nil
+	}
+	h.body = h.heap[:0]
+}
+
+// Release gives back the memory of a large body now: a mapping to the
+// system, a heap buffer over MaxPooled to the garbage collector. The body
+// Body returned before is invalid after it; call it once the response is
+// sent, and Reset before using rb again.
+func (rb *ResponseBuffer) Release() { rb.held.release(MaxPooled) }
 
 // Flush does nothing: the response is sent by WriteTo once complete.
 func (rb *ResponseBuffer) Flush() {}
@@ -89,8 +170,10 @@ func (rb *ResponseBuffer) Flush() {}
 // Status is the recorded status, 0 when none was written.
 func (rb *ResponseBuffer) Status() int { return rb.status }
 
-// Body is the buffered body. It stays valid until the next Reset.
-func (rb *ResponseBuffer) Body() []byte { return rb.body.Bytes() }
+// Body is the buffered body. It stays valid until the next Reset or
+// Release; the caller keeps rb reachable while it uses it, and keeps none
+// of it past that.
+func (rb *ResponseBuffer) Body() []byte { return rb.held.body }
 
 // TooLarge reports whether the response broke the size limit.
 func (rb *ResponseBuffer) TooLarge() bool { return rb.tooLarge }
@@ -101,7 +184,7 @@ func (rb *ResponseBuffer) DeclaredSize() int64 { return rb.declared }
 
 // WriteTo sends the buffered response to w: see WriteResponse.
 func (rb *ResponseBuffer) WriteTo(w http.ResponseWriter, head bool) error {
-	return WriteResponse(w, rb.header, rb.status, rb.declared, rb.body.Bytes(), head)
+	return WriteResponse(w, rb.header, rb.status, rb.declared, rb.held.body, head)
 }
 
 // WriteResponse sends a complete response held in memory to w: w's header

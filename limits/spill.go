@@ -10,9 +10,10 @@ import (
 )
 
 // SpillBuffer is an http.ResponseWriter that keeps a whole response, like
-// ResponseBuffer, but only up to a memory limit in memory: beyond it, the
-// body goes to an unnamed temporary file, up to a size limit. It serves
-// answers that are sent another way when they are large (by URL).
+// ResponseBuffer, but only up to a memory limit in memory (a mapping from
+// MinMapped bytes on, as ResponseBuffer's): beyond it, the body goes to an
+// unnamed temporary file, up to a size limit. It serves answers that are
+// sent another way when they are large (by URL).
 //
 // A Write that would take the body over the size limit fails with
 // ErrTooLarge, as does every Write after a WriteHeader whose
@@ -20,7 +21,7 @@ import (
 type SpillBuffer struct {
 	header   http.Header
 	status   int
-	mem      bytes.Buffer
+	mem      held
 	memMax   int64
 	file     *os.File
 	size     int64
@@ -55,6 +56,9 @@ func (sb *SpillBuffer) WriteHeader(status int) {
 	if n, err := strconv.ParseInt(sb.header.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
 		sb.declared = n
 		sb.tooLarge = n > sb.max
+		if n <= sb.memMax {
+			sb.mem.sizeTo(n)
+		}
 	}
 }
 
@@ -76,20 +80,21 @@ func (sb *SpillBuffer) Write(p []byte) (int, error) {
 		f, err := os.CreateTemp(sb.dir, "answer-*")
 		if err == nil {
 			_ = os.Remove(f.Name()) // unnamed: nothing is left behind
-			_, err = f.Write(sb.mem.Bytes())
+			_, err = f.Write(sb.mem.body)
 		}
 		if err != nil {
 			sb.err = fmt.Errorf("keeping a large answer on disk: %w", err)
 			return 0, sb.err
 		}
 		sb.file = f
-		sb.mem = bytes.Buffer{}
+		sb.mem.release(0)
 	}
 	sb.size += int64(len(p))
 	if sb.file != nil {
 		return sb.file.Write(p)
 	}
-	return sb.mem.Write(p)
+	sb.mem.write(p, sb.declared, sb.memMax)
+	return len(p), nil
 }
 
 // Flush does nothing: the answer is sent once complete.
@@ -120,16 +125,18 @@ func (sb *SpillBuffer) Reader() io.Reader {
 		_, _ = sb.file.Seek(0, io.SeekStart)
 		return sb.file
 	}
-	return bytes.NewReader(sb.mem.Bytes())
+	return bytes.NewReader(sb.mem.body)
 }
 
 // WriteTo sends a response kept in memory: see WriteResponse.
 func (sb *SpillBuffer) WriteTo(w http.ResponseWriter, head bool) error {
-	return WriteResponse(w, sb.header, sb.status, sb.declared, sb.mem.Bytes(), head)
+	return WriteResponse(w, sb.header, sb.status, sb.declared, sb.mem.body, head)
 }
 
-// Close releases the file.
+// Close releases the memory and the file: what Reader returned and the
+// body WriteTo sent are invalid after it.
 func (sb *SpillBuffer) Close() error {
+	sb.mem.release(0)
 	if sb.file != nil {
 		return sb.file.Close()
 	}

@@ -85,8 +85,8 @@ type Delivery struct {
 	// secrets. dropDomain, dropID: the header is not vouched for by the
 	// secrets that verify the delivery.
 	differ, dropDomain, dropID bool
-	// stream, when Reader was used, holds the MACs computed as the body
-	// arrived.
+	// stream, when Reader or Writer was used, holds the MACs computed as
+	// the body arrived.
 	stream *signature.Stream
 }
 
@@ -97,6 +97,15 @@ type Delivery struct {
 func (d *Delivery) Reader(src io.Reader) io.Reader {
 	d.stream = d.verifier.Stream()
 	return d.stream.Reader(src)
+}
+
+// Writer returns the MACs of the candidate secrets of a delivery whose
+// headers passed, for the body to be written to as it arrives (as
+// limits.ReadAllTee does); then CheckBody only compares, as after Reader.
+// Release must follow when CheckBody is not called.
+func (d *Delivery) Writer() io.Writer {
+	d.stream = d.verifier.Stream()
+	return d.stream
 }
 
 // Release lets go of the MACs of Reader; CheckBody releases them itself.
