@@ -186,7 +186,7 @@ var allChains = []*chain{
 	{
 		name: "webhook-5m", title: "service_webhook + reverse_proxy, 5 MB signed deliveries one at a time",
 		handlers: "service_webhook {\n\tsecret " + benchSecret + "\n}",
-		request:  fixed(webhookRequest(deliveryBody(size5M))), load: loadSequential, goal: goalSHA, target: 1.5, warm: 2,
+		request:  fixed(webhookRequest(deliveryBody(size5M))), load: loadSequential, goal: goalSHA, target: 1.0, warm: 2,
 	},
 	{
 		name: "webhook-queue-1k", title: "service_webhook with queue (answers 202 once stored), 1 KB signed deliveries, against reverse_proxy",

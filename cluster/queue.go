@@ -200,8 +200,18 @@ func (q *Queue) claim() (*claimed, time.Duration, error) {
 		}
 		return nil, time.Duration(ms) * time.Millisecond, nil
 	}
-	if len(reply) != 5 {
+	cl := q.parseClaim(reply)
+	if cl == nil {
 		return nil, 0, fmt.Errorf("webhook queue: unexpected claim reply of %d values", len(reply))
+	}
+	return cl, 0, nil
+}
+
+// parseClaim reads a delivery as the scripts return it: {org, entry, id,
+// meta, payload}; nil for any other reply.
+func (q *Queue) parseClaim(reply []any) *claimed {
+	if len(reply) != 5 {
+		return nil
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
 	cl := &claimed{org: str(reply[0]), entry: str(reply[1]), payload: []byte(str(reply[4]))}
@@ -211,7 +221,7 @@ func (q *Queue) claim() (*claimed, time.Duration, error) {
 		cl.meta = queue.Meta{Organization: cl.org, Received: q.opts.Now()}
 	}
 	cl.meta.ID, cl.meta.Seq = id, seqOf(id)
-	return cl, 0, nil
+	return cl
 }
 
 // randomHex is n random bytes in hex.
@@ -227,10 +237,24 @@ func seqOf(id string) uint64 {
 	return n
 }
 
-// attempt sends one delivery and files the result.
+// maxStreak is how many deliveries of one organization an instance sends
+// in a row, keeping its lease, before it lets the organization go back to
+// the others (and to the other organizations waiting for a slot).
+const maxStreak = 64
+
+// attempt sends cl, then the organization's next deliveries as settling
+// each hands them over, and frees its slot.
 func (q *Queue) attempt(cl *claimed) {
 	defer q.done.Done()
 	defer func() { <-q.slots; q.poke() }()
+	for streak := 1; cl != nil; streak++ {
+		cl = q.send(cl, streak < maxStreak)
+	}
+}
+
+// send sends one delivery and files the result; with next, it returns the
+// organization's next delivery when there is one.
+func (q *Queue) send(cl *claimed, next bool) *claimed {
 	m := cl.meta
 	h, body, err := queue.DecodePayload(cl.payload)
 	var outcome queue.Outcome
@@ -242,37 +266,51 @@ func (q *Queue) attempt(cl *claimed) {
 		if q.ctx.Err() != nil {
 			// Closing: the lease goes back, so that another instance
 			// sends the delivery again now rather than when it ends.
-			q.settle(cl, "release", m, q.opts.Now())
-			return
+			q.settle(cl, "release", m, q.opts.Now(), false)
+			return nil
 		}
 		m, outcome = q.opts.Settle(m, res, q.opts.Now())
 	}
 	q.opts.OnOutcome(outcome)
 	switch outcome {
 	case queue.OutcomeDelivered:
-		q.settle(cl, "done", m, time.Time{})
+		return q.settle(cl, "done", m, time.Time{}, next)
 	case queue.OutcomeRetry:
-		q.settle(cl, "retry", m, m.NextAttempt)
+		return q.settle(cl, "retry", m, m.NextAttempt, false)
 	default:
-		q.settle(cl, "bury", m, time.Time{})
 		q.opts.OnDead(m)
+		return q.settle(cl, "bury", m, time.Time{}, next)
 	}
 }
 
 // settle runs the settle script for cl in mode, with m as the delivery's
 // metadata and due as when its organization may be taken next (retry,
-// release). A failure leaves the delivery pending in Redis: it is sent
-// again once the lease runs out.
-func (q *Queue) settle(cl *claimed, mode string, m queue.Meta, due time.Time) {
+// release); with next, it returns the organization's next delivery, if
+// any, under the lease kept. A failure leaves the delivery pending in
+// Redis: it is sent again once the lease runs out.
+func (q *Queue) settle(cl *claimed, mode string, m queue.Meta, due time.Time, next bool) *claimed {
 	meta, _ := json.Marshal(m)
+	takeNext := "0"
+	if next && q.ctx.Err() == nil {
+		takeNext = "1"
+	}
+	var reply any
 	err := q.c.Call(context.WithoutCancel(q.ctx), OpQueueSettle, func(ctx context.Context) error {
-		return queueSettleScript.Run(ctx, q.c.rdb,
+		var err error
+		reply, err = queueSettleScript.Run(ctx, q.c.rdb,
 			[]string{q.key("ready"), q.key("pending"), q.key("age"), q.key("s:" + cl.org), q.key("l:" + cl.org), q.key("dead"), q.key("deadp")},
-			cl.entry, m.ID, q.consumer, q.opts.Now().UnixMilli(), cl.org, mode, meta, due.UnixMilli()).Err()
+			cl.entry, m.ID, q.consumer, q.opts.Now().UnixMilli(), cl.org, mode, meta, due.UnixMilli(),
+			takeNext, q.qo.Lease.Milliseconds(), q.base).Result()
+		return err
 	})
 	if err != nil {
 		q.opts.OnError(fmt.Errorf("webhook queue: recording the attempt of %s (%s): %w", m.ID, mode, err))
+		return nil
 	}
+	if r, ok := reply.([]any); ok {
+		return q.parseClaim(r)
+	}
+	return nil
 }
 
 // Stats implements queue.Deliveries: the queue's depth across every

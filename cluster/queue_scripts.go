@@ -54,41 +54,51 @@ redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[6])
 return id
 `)
 
+// queueTakeLua defines take, which reads an organization's head for the
+// consumer holding its lease, through the consumer group: an entry still
+// pending (read by a consumer that died, or by this one before a retry)
+// comes first, taken over with XAUTOCLAIM, else the next new one. The
+// organization is scored at the lease's end, hidden from the others until
+// then. It returns {org, entry, id, meta, payload}, or nil when the
+// organization has no delivery left.
+const queueTakeLua = `
+local function take(org, now, lease_ms, consumer, base, ready, pending)
+  local stream = base .. 's:' .. org
+  local e = nil
+  local c = redis.pcall('XAUTOCLAIM', stream, 'deliver', consumer, 0, '0-0', 'COUNT', 1)
+  if type(c) == 'table' and c[2] and c[2][1] then e = c[2][1] end
+  if not e then
+    local r = redis.pcall('XREADGROUP', 'GROUP', 'deliver', consumer, 'COUNT', 1, 'STREAMS', stream, '>')
+    if type(r) == 'table' and r[1] and r[1][2][1] then e = r[1][2][1] end
+  end
+  if not e then return nil end
+  redis.call('ZADD', ready, now + lease_ms, org)
+  local f = {}
+  for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
+  return {org, e[1], f['id'], redis.call('HGET', pending, f['id']) or '', f['p']}
+end
+`
+
 // queueClaimScript takes the head of the first due organization whose
-// lease is free: the lease is set for the caller, the organization is
-// scored at the lease's end (hidden from the others until then), and the
-// head is read through the consumer group: an entry still pending (read
-// by a consumer that died, or by the caller before a retry) comes first,
-// taken over with XAUTOCLAIM, else the next new one. An organization whose
-// lease another consumer holds is scored at that lease's end, so that it
-// does not stand in front of the others.
+// lease is free: the lease is set for the caller, and take reads the
+// head. An organization whose lease another consumer holds is scored at
+// that lease's end, so that it does not stand in front of the others.
 //
 //	KEYS: ready pending
 //	ARGV: now-ms lease-ms consumer base scan
 //
 // It returns {org, entry, id, meta, payload}, or {wait-ms} when nothing is
 // due (-1: the queue is empty).
-var queueClaimScript = redis.NewScript(`
+var queueClaimScript = redis.NewScript(queueTakeLua + `
 local now = tonumber(ARGV[1])
 local orgs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[5])
 for _, org in ipairs(orgs) do
   local lease = ARGV[4] .. 'l:' .. org
   if redis.call('SET', lease, ARGV[3], 'NX', 'PX', ARGV[2]) then
-    local stream = ARGV[4] .. 's:' .. org
-    local e = nil
-    local c = redis.pcall('XAUTOCLAIM', stream, 'deliver', ARGV[3], 0, '0-0', 'COUNT', 1)
-    if type(c) == 'table' and c[2] and c[2][1] then e = c[2][1] end
-    if not e then
-      local r = redis.pcall('XREADGROUP', 'GROUP', 'deliver', ARGV[3], 'COUNT', 1, 'STREAMS', stream, '>')
-      if type(r) == 'table' and r[1] and r[1][2][1] then e = r[1][2][1] end
-    end
-    if e then
-      redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), org)
-      local f = {}
-      for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
-      return {org, e[1], f['id'], redis.call('HGET', KEYS[2], f['id']) or '', f['p']}
-    end
+    local t = take(org, now, tonumber(ARGV[2]), ARGV[3], ARGV[4], KEYS[1], KEYS[2])
+    if t then return t end
     redis.call('DEL', lease)
+    local stream = ARGV[4] .. 's:' .. org
     if redis.call('EXISTS', stream) == 0 or redis.call('XLEN', stream) == 0 then
       redis.call('ZREM', KEYS[1], org)
     end
@@ -108,11 +118,15 @@ return {math.max(tonumber(first[2]) - now, 0)}
 // gives the lease back, the head due now (an attempt cut short by a
 // shutdown). Whatever the mode, the lease and the organization's score
 // are only touched while the caller still holds the lease: one that
-// overran it leaves both to the instance that took over.
+// overran it leaves both to the instance that took over. After "done" or
+// "bury" with next set, the caller keeps the lease, renewed, and gets the
+// organization's next delivery as the claim script returns it (one call
+// where two would do, since each write waits for Redis' disk when it
+// syncs every write); it gets 1 when there is none.
 //
 //	KEYS: ready pending age stream lease dead deadp
-//	ARGV: entry id consumer now-ms org mode meta due-ms
-var queueSettleScript = redis.NewScript(`
+//	ARGV: entry id consumer now-ms org mode meta due-ms next lease-ms base
+var queueSettleScript = redis.NewScript(queueTakeLua + `
 local mine = redis.call('GET', KEYS[5]) == ARGV[3]
 local mode = ARGV[6]
 if mode == 'retry' or mode == 'release' then
@@ -138,10 +152,18 @@ redis.pcall('XACK', KEYS[4], 'deliver', ARGV[1])
 redis.pcall('XDEL', KEYS[4], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
-if mine then redis.call('DEL', KEYS[5]) end
 if redis.call('EXISTS', KEYS[4]) == 1 and redis.call('XLEN', KEYS[4]) > 0 then
-  if mine then redis.call('ZADD', KEYS[1], ARGV[4], ARGV[5]) end
+  if mine and ARGV[9] == '1' then
+    redis.call('PEXPIRE', KEYS[5], ARGV[10])
+    local t = take(ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[10]), ARGV[3], ARGV[11], KEYS[1], KEYS[2])
+    if t then return t end
+  end
+  if mine then
+    redis.call('DEL', KEYS[5])
+    redis.call('ZADD', KEYS[1], ARGV[4], ARGV[5])
+  end
 else
+  if mine then redis.call('DEL', KEYS[5]) end
   redis.call('DEL', KEYS[4])
   redis.call('ZREM', KEYS[1], ARGV[5])
 end
