@@ -86,7 +86,8 @@ type claimed struct {
 }
 
 // OpenQueue starts delivering the shared queue called qo.Name: this
-// instance joins the others that opened it.
+// instance joins the others that opened it. It does not wait for Redis:
+// while Redis is away, Enqueue fails and nothing is delivered.
 func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOptions) (*Queue, error) {
 	if qo.Name == "" {
 		return nil, errors.New("shared webhook queue: a name is required")
