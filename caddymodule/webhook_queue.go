@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -145,18 +146,13 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("service_webhook: queue: %w", err)
 	}
-	store := qc.Store // Validate has checked it
-	switch store {
-	case "":
-		// An explicit dir asks for the disk.
-		store = "disk"
-		if app != nil && qc.Dir == "" {
-			store = "redis"
-		}
-	case "redis":
-		if app == nil {
-			return errors.New("service_webhook: queue: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
-		}
+	store, left := queueStore(qc, app != nil)
+	if store == "redis" && app == nil {
+		return errors.New("service_webhook: queue: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
+	}
+	if left != "" {
+		m.logger.Warn("a disk webhook queue from before the servicegate redis option is not being delivered: deliveries still in it wait until a config with store disk delivers them (list them with GET /service/webhook/queue), then remove the file",
+			zap.String("file", left))
 	}
 	reg := ctx.GetMetricsRegistry()
 	names := make([]string, queue.NumOutcomes)
@@ -184,11 +180,11 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	if store == "redis" {
 		open = m.openSharedQueue(app, sender, opts)
 	} else {
-		dir := repl.ReplaceKnown(qc.Dir, "")
-		if dir == "" {
-			dir = filepath.Join(caddy.AppDataDir(), "servicegate", "webhook-queue")
+		m.queueKey = defaultDiskQueue()
+		dir := filepath.Dir(m.queueKey)
+		if d := repl.ReplaceKnown(qc.Dir, ""); d != "" {
+			dir, m.queueKey = d, filepath.Join(d, "queue.db")
 		}
-		m.queueKey = filepath.Join(dir, "queue.db")
 		open = func() (caddy.Destructor, error) {
 			store, err := queue.OpenBolt(m.queueKey)
 			if err != nil {
@@ -208,6 +204,35 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	}
 	m.queue = v.(pooledQueue).Deliveries
 	return nil
+}
+
+// queueStore says where qc keeps its deliveries, "disk" or "redis" (shared:
+// the servicegate app has Redis), and names the default disk queue's file
+// when that choice leaves it behind: a queue that defaults to Redis while
+// the file of an earlier disk queue exists.
+func queueStore(qc *WebhookQueue, shared bool) (store, left string) {
+	store = qc.Store // Validate has checked it
+	if store != "" {
+		return store, ""
+	}
+	// An explicit dir asks for the disk.
+	if !shared || qc.Dir != "" {
+		return "disk", ""
+	}
+	if f := defaultDiskQueue(); fileExists(f) {
+		left = f
+	}
+	return "redis", left
+}
+
+// defaultDiskQueue is the file of the disk queue when no dir is named.
+func defaultDiskQueue() string {
+	return filepath.Join(caddy.AppDataDir(), "servicegate", "webhook-queue", "queue.db")
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // openSharedQueue returns what opens the queue of m's app in Redis, shared

@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,5 +118,40 @@ func TestWebhookQueueStoreRedisNeedsTheServicegateApp(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "servicegate { redis <url> }") {
 		t.Errorf("error %q does not say what is missing", err)
+	}
+}
+
+func TestWebhookQueueStoreChoice(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	cases := []struct {
+		qc          WebhookQueue
+		shared      bool
+		store, left string
+	}{
+		{WebhookQueue{}, false, "disk", ""},
+		{WebhookQueue{}, true, "redis", ""},
+		{WebhookQueue{Dir: "/q"}, true, "disk", ""},
+		{WebhookQueue{Store: "disk"}, true, "disk", ""},
+		{WebhookQueue{Store: "redis"}, true, "redis", ""},
+	}
+	for _, c := range cases {
+		if store, left := queueStore(&c.qc, c.shared); store != c.store || left != c.left {
+			t.Errorf("%+v shared %v: %s %q, want %s %q", c.qc, c.shared, store, left, c.store, c.left)
+		}
+	}
+	// A disk queue left from before the redis option is named, so that
+	// provisioning warns of the deliveries it may still hold.
+	f := defaultDiskQueue()
+	if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if store, left := queueStore(&WebhookQueue{}, true); store != "redis" || left != f {
+		t.Errorf("with %s left: %s %q", f, store, left)
+	}
+	if _, left := queueStore(&WebhookQueue{Store: "redis"}, true); left != "" {
+		t.Errorf("an explicit store redis still warns of %q", left)
 	}
 }

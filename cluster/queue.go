@@ -37,7 +37,9 @@ type QueueOptions struct {
 	// Lease is how long an instance may hold an organization's head while
 	// it sends it; an instance that dies holding it is taken over once it
 	// ends. Make it longer than an attempt's timeout. Default
-	// DefaultQueueLease.
+	// DefaultQueueLease. The lease held is Lease plus twice the Client's
+	// timeout: the claim's answer (up to a whole delivery) and the settling
+	// call each take up to that, outside the attempt's own time.
 	Lease time.Duration
 	// Poll is the longest an idle instance waits before it looks for
 	// deliveries queued by the others. Default DefaultQueuePoll.
@@ -95,6 +97,7 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 	if qo.Lease <= 0 {
 		qo.Lease = DefaultQueueLease
 	}
+	qo.Lease += 2 * c.timeout
 	if qo.Poll <= 0 {
 		qo.Poll = DefaultQueuePoll
 	}
@@ -128,11 +131,14 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 		return err
 	}
 	dedup := q.key("d:" + hex.EncodeToString(queue.DedupKey(d.Organization, d.Body)))
+	// The token makes the call idempotent: a script run again (the client
+	// resends a call whose answer was lost) returns the ID it gave.
+	token := q.key("t:" + randomHex(12))
 	var id string
 	err = q.c.Call(q.ctx, OpQueueAdd, func(ctx context.Context) error {
 		var err error
 		id, err = queueAddScript.Run(ctx, q.c.rdb,
-			[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup, q.key("epoch")},
+			[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup, q.key("epoch"), token},
 			randomHex(6), meta, payload, now.UnixMilli(), q.opts.Dedup.Milliseconds(), d.Organization).Text()
 		return err
 	})
@@ -189,9 +195,7 @@ func (q *Queue) claim() (*claimed, time.Duration, error) {
 		return err
 	})
 	if err != nil {
-		if q.ctx.Err() == nil {
-			q.opts.OnError(fmt.Errorf("webhook queue: taking a delivery: %w", err))
-		}
+		q.reportError(fmt.Errorf("webhook queue: taking a delivery: %w", err))
 		return nil, 0, err
 	}
 	if len(reply) == 1 {
@@ -223,6 +227,18 @@ func (q *Queue) parseClaim(reply []any) *claimed {
 	}
 	cl.meta.ID, cl.meta.Seq = id, seqOf(id)
 	return cl
+}
+
+// reportError tells OnError of an error the queue survives, unless it is a
+// failed Redis call, which the Client has counted and logged already (at
+// most one line per LogInterval, however often an idle queue polls a Redis
+// that is away), or the queue is closing.
+func (q *Queue) reportError(err error) {
+	var ce *CallError
+	if q.ctx.Err() != nil || errors.As(err, &ce) {
+		return
+	}
+	q.opts.OnError(err)
 }
 
 // randomHex is n random bytes in hex.
@@ -305,7 +321,7 @@ func (q *Queue) settle(cl *claimed, mode string, m queue.Meta, due time.Time, ne
 		return err
 	})
 	if err != nil {
-		q.opts.OnError(fmt.Errorf("webhook queue: recording the attempt of %s (%s): %w", m.ID, mode, err))
+		q.reportError(fmt.Errorf("webhook queue: recording the attempt of %s (%s): %w", m.ID, mode, err))
 		return nil
 	}
 	if r, ok := reply.([]any); ok {

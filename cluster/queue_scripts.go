@@ -17,6 +17,7 @@ import "github.com/redis/go-redis/v9"
 //	           them), read through the consumer group "deliver"
 //	l:<org>    STRING lease: the consumer delivering the organization's head
 //	d:<sha256> STRING a delivery seen within the dedup window
+//	t:<token>  STRING the ID an add call gave, for a minute (a resent call gets it again)
 //	dead       HASH  delivery ID → Meta JSON of a dead letter
 //	deadp      HASH  delivery ID → its payload
 //
@@ -29,11 +30,16 @@ import "github.com/redis/go-redis/v9"
 // queue's keys (restarted without persistence) starts a new epoch, so IDs
 // are never given twice.
 //
-//	KEYS: seq pending age ready stream dedup epoch
+// The call's token key remembers the ID for a minute, so that the same
+// call run again (resent after its answer was lost) stores nothing twice.
+//
+//	KEYS: seq pending age ready stream dedup epoch token
 //	ARGV: epoch-if-none meta payload now-ms dedup-ms org
 //
 // It returns the delivery's ID, or false for a duplicate.
 var queueAddScript = redis.NewScript(`
+local again = redis.call('GET', KEYS[8])
+if again then return again end
 if tonumber(ARGV[5]) > 0 then
   if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return false end
 end
@@ -51,6 +57,7 @@ redis.call('XADD', KEYS[5], '*', 'id', id, 'p', ARGV[3])
 redis.call('HSET', KEYS[2], id, ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[4], id)
 redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[6])
+redis.call('SET', KEYS[8], id, 'PX', 60000)
 return id
 `)
 
