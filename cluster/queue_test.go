@@ -382,3 +382,27 @@ func TestQueueAddCalledTwiceStoresOnce(t *testing.T) {
 		t.Errorf("the stream holds %s entries, want 1", n)
 	}
 }
+
+// An idle queue polling a Redis that is away reports nothing itself: the
+// Client counts and logs failed calls, at most a line per LogInterval.
+func TestQueueWithRedisAwayLeavesTheLoggingToTheClient(t *testing.T) {
+	srv := redistest.Start(t)
+	var reported, logged atomic.Int32
+	o := fastRetries
+	o.OnError = func(error) { reported.Add(1) }
+	c := newClient(t, srv, Options{Timeout: 100 * time.Millisecond, LogInterval: time.Hour,
+		Log: func(op Op, err error, _ int) {
+			if err != nil {
+				logged.Add(1)
+			}
+		}})
+	openQueue(t, c, newAppStub(t, nil).as("a"), o, QueueOptions{Poll: 50 * time.Millisecond})
+	srv.Stop()
+	time.Sleep(time.Second)
+	if n := reported.Load(); n != 0 {
+		t.Errorf("the queue reported %d errors of its own while Redis was away", n)
+	}
+	if n := logged.Load(); n != 1 {
+		t.Errorf("the client logged %d failure lines, want 1 (a line per LogInterval)", n)
+	}
+}
