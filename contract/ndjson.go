@@ -42,35 +42,3 @@ func ReadNDJSON(r io.Reader, fn func(line []byte) error) error {
 	}
 	return nil
 }
-
-// WriteStringsArray reads the strings array of a decoder positioned at it
-// (the next token is '[') and writes each record to w as one line of
-// new-line delimited JSON, compacted. It returns the number of records.
-func WriteStringsArray(dec *json.Decoder, w io.Writer) (int, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return 0, err
-	}
-	if tok != json.Delim('[') {
-		return 0, errors.New("strings is not an array")
-	}
-	var raw json.RawMessage
-	var line bytes.Buffer
-	n := 0
-	for dec.More() {
-		if err := dec.Decode(&raw); err != nil {
-			return n, err
-		}
-		line.Reset()
-		if err := json.Compact(&line, raw); err != nil {
-			return n, err
-		}
-		line.WriteByte('\n')
-		if _, err := w.Write(line.Bytes()); err != nil {
-			return n, err
-		}
-		n++
-	}
-	_, err = dec.Token()
-	return n, err
-}

@@ -24,8 +24,8 @@ var drop = member{}
 // rewriteObject copies the JSON object dec is at to out member by member,
 // in order, each as rewrite(key) says, and reads the object's closing
 // brace. It holds one member's value at a time, never the object. The
-// answer spill (SpillAnswer) and the job rewrite of inline (InlineJob) are
-// both made of it.
+// job rewrite of inline (InlineJob) is made of it; the answer spill
+// (SpillAnswer) reads the answer's bytes with jsonscan instead.
 func rewriteObject(dec *json.Decoder, out io.Writer, rewrite func(key string) member) error {
 	if err := openObject(dec); err != nil {
 		return err
