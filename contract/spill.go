@@ -64,11 +64,16 @@ type spiller struct {
 }
 
 // object copies the object at the scanner to out, each member written by
-// member, which writes its key and reads its value.
+// member, which writes its key and reads its value. A member whose key is
+// empty is left out, as it always was.
 func (sp *spiller) object(member func(key []byte) error) error {
 	io.WriteString(sp.out, "{")
 	first := true
 	err := sp.s.Object(func(key []byte) error {
+		if len(key) == 0 {
+			_, err := sp.value()
+			return err
+		}
 		if !first {
 			io.WriteString(sp.out, ",")
 		}

@@ -86,6 +86,9 @@ var spillSeeds = []string{
 	`{"data":{"content":"????"}}`,
 	`{"data":{"content":"YWJ\u00e9"}}`,
 	`{"data":{"strings":[],"strings":[{"a":1}],"content":"YQ==","content":"Yg=="},"data":{}}`,
+	`{"":0,"a":1,"":2,"data":{"":[1, 2],"b":3,"":"x","strings":[],"":null},"":{}}`,
+	`{"":0}`,
+	`{"data":{"":[}}`,
 	`{"data":1}`,
 	`{"data":[]}`,
 	`{"data":null}`,
@@ -111,10 +114,6 @@ var spillSeeds = []string{
 	`{"a":tru,"data":{}}`,
 	`{"a":-}`,
 	`{"a":1e}`,
-	`{"data":{"strings":[` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `]}}`,
-	`{"data":{"strings":[` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `]}}`,
-	`{"meta":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `,"data":{"x":` + strings.Repeat(`{"a":`, 10000) + `1` + strings.Repeat("}", 10000) + `}}`,
-	`{"meta":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
 }
 
 func FuzzSpillAnswerMatchesReference(f *testing.F) {
@@ -126,8 +125,9 @@ func FuzzSpillAnswerMatchesReference(f *testing.F) {
 	})
 }
 
-// TestSpillAnswerLarge compares the spills of answers larger than the
-// buffers: records and strings over 32 KB, thousands of records, and
+// TestSpillAnswerLarge compares the spills of answers too large for seeds
+// of the fuzz target: nesting at encoding/json's limit, and larger than
+// the buffers: records and strings over 32 KB, thousands of records, and
 // contents of megabytes, plain, with new lines, and with padding inside at
 // the edges of what the stream decoder reads.
 func TestSpillAnswerLarge(t *testing.T) {
@@ -149,6 +149,11 @@ func TestSpillAnswerLarge(t *testing.T) {
 	}
 	big := strings.Repeat("y", 100<<10)
 	answers := []string{
+		// nested as deep as encoding/json follows, and deeper
+		`{"data":{"strings":[` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `]}}`,
+		`{"data":{"strings":[` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `]}}`,
+		`{"meta":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `,"data":{"x":` + strings.Repeat(`{"a":`, 10000) + `1` + strings.Repeat("}", 10000) + `}}`,
+		`{"meta":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
 		`{"data":{"strings":[` + recs.String() + `],"content":"` + b64 + `"}}`,
 		`{"data":{"strings":[{"t":"` + big + `", "u" : "` + big + `"},"` + big + `"],"preview":"` + lined.String() + `"}}`,
 		`{"meta":"` + big + `","data":{"content":"` + b64[:(len(b64)-8)/4*4] + `"}}`,
