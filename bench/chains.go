@@ -328,10 +328,14 @@ type chainResult struct {
 	c            *chain
 	plain, chain sideResult
 	sha256       time.Duration // loadSequential with goalSHA: SHA-256 over the body
-	bodySize     int
-	answerSize   int // bytes of the answer to the probe of the plain side
-	notes        []string
-	err          error
+	// direct is, for loadSequential with goalSHA, the same request sent
+	// straight to the upstream with no Caddy between: the least time one
+	// more trip of the body to the app takes.
+	direct     sideResult
+	bodySize   int
+	answerSize int // bytes of the answer to the probe of the plain side
+	notes      []string
+	err        error
 	// skip, when set, says why the chain was not run (a tool missing from
 	// the machine); it is not a failure.
 	skip string
@@ -568,35 +572,47 @@ func (c *chain) measureSequential(env *benchEnv, client *http.Client, rq request
 	if c.goal == goalSHA {
 		res.sha256 = sha256Time(rq.body, 21)
 	}
-	bases := map[bool]string{false: plain.base, true: side.base}
-	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
 	// Bounded in time as well as in count: a side stops its round early
 	// after -duration.
+	send := func(name, base string, into *sideResult, round int) error {
+		start := time.Now()
+		for n := 0; n < env.opts.seqRequests && (n < 3 || time.Since(start) < env.opts.duration); n++ {
+			req, err := rq.build(base)
+			if err != nil {
+				return err
+			}
+			t0 := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				return fmt.Errorf("%s side, round %d: %w", name, round, err)
+			}
+			err = drain(resp)
+			d := time.Since(t0)
+			if err != nil {
+				return fmt.Errorf("%s side, round %d: %w", name, round, err)
+			}
+			into.latency = append(into.latency, d)
+		}
+		return nil
+	}
+	bases := map[bool]string{false: plain.base, true: side.base}
+	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
 	for i := 0; i < env.opts.rounds; i++ {
 		for _, isChain := range order(i) {
-			start := time.Now()
-			for n := 0; n < env.opts.seqRequests && (n < 3 || time.Since(start) < env.opts.duration); n++ {
-				req, err := rq.build(bases[isChain])
-				if err != nil {
-					return err
-				}
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
-				}
-				err = drain(resp)
-				d := time.Since(t0)
-				if err != nil {
-					return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
-				}
-				results[isChain].latency = append(results[isChain].latency, d)
+			if err := send(sideName(isChain), bases[isChain], results[isChain], i+1); err != nil {
+				return err
+			}
+		}
+		if c.goal == goalSHA {
+			if err := send("direct", "http://"+loopback(env.ports.upstream), &res.direct, i+1); err != nil {
+				return err
 			}
 		}
 		logf("  round %d  plain %s  chain %s (medians so far)", i+1, res.plain.medianLatency().Round(10*time.Microsecond), res.chain.medianLatency().Round(10*time.Microsecond))
 	}
 	if c.goal == goalSHA {
-		logf("  SHA-256 over %d bytes: %s", len(rq.body), res.sha256.Round(10*time.Microsecond))
+		logf("  SHA-256 over %d bytes: %s; the request straight to the upstream: %s", len(rq.body),
+			res.sha256.Round(10*time.Microsecond), res.direct.medianLatency().Round(10*time.Microsecond))
 	}
 	if added := res.chain.medianLatency() - res.plain.medianLatency(); res.answerSize >= 1_000_000 && added > 0 {
 		res.notes = append(res.notes, fmt.Sprintf("median added time %s over a %s answer: %.0f MB/s of answer",
