@@ -68,7 +68,28 @@ return id
 // organization is scored at the lease's end, hidden from the others until
 // then. It returns {org, entry, id, meta, payload}, or nil when the
 // organization has no delivery left.
+//
+// A stream that never empties would otherwise keep the name of every
+// consumer that ever read it (each instance start is a new consumer), so
+// each take also removes the group's other consumers with nothing
+// pending: only the lease holder reads the
+// stream, so they have nothing to do there, and a consumer that reads it
+// again later is created anew.
 const queueTakeLua = `
+local function prune(stream, consumer)
+  local cs = redis.pcall('XINFO', 'CONSUMERS', stream, 'deliver')
+  if type(cs) ~= 'table' then return end
+  for _, c in ipairs(cs) do
+    local name, pending = nil, nil
+    for i = 1, #c, 2 do
+      if c[i] == 'name' then name = c[i + 1] elseif c[i] == 'pending' then pending = c[i + 1] end
+    end
+    if name and name ~= consumer and pending == 0 then
+      redis.pcall('XGROUP', 'DELCONSUMER', stream, 'deliver', name)
+    end
+  end
+end
+
 local function take(org, now, lease_ms, consumer, base, ready, pending)
   local stream = base .. 's:' .. org
   local e = nil
@@ -79,6 +100,7 @@ local function take(org, now, lease_ms, consumer, base, ready, pending)
     if type(r) == 'table' and r[1] and r[1][2][1] then e = r[1][2][1] end
   end
   if not e then return nil end
+  prune(stream, consumer)
   redis.call('ZADD', ready, now + lease_ms, org)
   local f = {}
   for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end

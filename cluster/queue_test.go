@@ -406,3 +406,58 @@ func TestQueueWithRedisAwayLeavesTheLoggingToTheClient(t *testing.T) {
 		t.Errorf("the client logged %d failure lines, want 1 (a line per LogInterval)", n)
 	}
 }
+
+// An organization whose stream never empties is read by one instance after
+// another (a rolling restart); the names of the consumers that are gone do
+// not pile up in its group.
+func TestQueueForgetsTheConsumersOfClosedInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	gate := make(chan struct{})
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		select {
+		case <-gate:
+			return queue.Result{Status: http.StatusOK}
+		case <-ctx.Done():
+			return queue.Result{Err: ctx.Err()}
+		}
+	})
+	c := newClient(t, srv, Options{})
+	const instances = 6
+	stream := c.prefix + queueKeys + "app:s:acme"
+	for i := 0; i < instances; i++ {
+		q, err := c.OpenQueue(app.as(fmt.Sprint("instance-", i)), fastRetries, QueueOptions{Name: "app", Lease: time.Minute, Poll: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			for n := 0; n < 3*instances+10; n++ {
+				enqueue(t, q, "acme", fmt.Sprintf("acme-%d", n))
+			}
+		}
+		for n := 0; n < 3; n++ {
+			gate <- struct{}{}
+		}
+		want := 3 * (i + 1)
+		waitFor(t, fmt.Sprint(want, " deliveries"), 5*time.Second, func() bool { return app.delivered() == want })
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := openQueue(t, c, app.as("last"), fastRetries, QueueOptions{Name: "app", Lease: time.Minute, Poll: 20 * time.Millisecond})
+	gate <- struct{}{}
+	waitFor(t, "the last instance's delivery", 5*time.Second, func() bool { return app.delivered() == 3*instances+1 })
+	consumers, err := c.rdb.XInfoConsumers(t.Context(), stream, "deliver").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(consumers) != 1 || consumers[0].Name != q.consumer {
+		t.Errorf("the group has %d consumers (%v), want only the open instance's %s", len(consumers), consumers, q.consumer)
+	}
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	for i, b := range app.by["acme"] {
+		if b != fmt.Sprintf("acme-%d", i) {
+			t.Fatalf("delivery %d is %q: order broken", i, b)
+		}
+	}
+}
