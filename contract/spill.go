@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -60,7 +61,7 @@ type spiller struct {
 	s   jsonscan.Scanner
 	out io.Writer
 	put Put
-	buf []byte // records, or decoded base64, on their way to put's writer
+	buf []byte // decoded base64 on its way to put's writer
 }
 
 // object copies the object at the scanner to out, each member written by
@@ -134,69 +135,34 @@ func (sp *spiller) dataMember(key []byte) error {
 	return nil
 }
 
-// flushAt is the size of the buffer between the answer and put's writer.
+// flushAt is the size of the buffers between the answer and put's writer.
 const flushAt = 32 << 10
 
 // writeStrings reads the strings array at the scanner and writes each
 // record to w as one line of new-line delimited JSON, compacted as
 // json.Compact compacts. It returns the number of records.
 func (sp *spiller) writeStrings(w io.Writer) (int, error) {
-	if cap(sp.buf) < flushAt {
-		sp.buf = make([]byte, 0, flushAt)
-	}
-	lw := lineWriter{w: w, buf: sp.buf[:0]}
+	bw := bufio.NewWriterSize(w, flushAt)
 	n := 0
 	err := sp.s.Array(func() error {
 		v, err := sp.value()
 		if err != nil {
 			return err
 		}
-		lw.compact(v)
-		lw.write(newline)
+		compact(bw, v)
 		n++
-		return lw.err
+		// A failed write is kept by bw and returned by every later one.
+		return bw.WriteByte('\n')
 	})
-	sp.buf = lw.buf
 	if err != nil {
 		return n, err
 	}
-	return n, lw.flush()
-}
-
-var newline = []byte{'\n'}
-
-// lineWriter gathers small writes into buf, up to flushAt bytes, for w.
-type lineWriter struct {
-	w   io.Writer
-	buf []byte
-	err error
-}
-
-// write appends p, or writes it as it is when it is larger than the buffer.
-func (lw *lineWriter) write(p []byte) {
-	if len(lw.buf)+len(p) > flushAt {
-		lw.flush()
-		if len(p) > flushAt {
-			if lw.err == nil {
-				_, lw.err = lw.w.Write(p)
-			}
-			return
-		}
-	}
-	lw.buf = append(lw.buf, p...)
-}
-
-func (lw *lineWriter) flush() error {
-	if lw.err == nil && len(lw.buf) > 0 {
-		_, lw.err = lw.w.Write(lw.buf)
-	}
-	lw.buf = lw.buf[:0]
-	return lw.err
+	return n, bw.Flush()
 }
 
 // compact writes v, one JSON value known to be valid, without the white
 // space outside its strings: what json.Compact writes.
-func (lw *lineWriter) compact(v []byte) {
+func compact(bw *bufio.Writer, v []byte) {
 	start := 0
 	for i := 0; i < len(v); i++ {
 		switch v[i] {
@@ -204,12 +170,12 @@ func (lw *lineWriter) compact(v []byte) {
 			i = stringEnd(v, i)
 		case ' ', '\t', '\n', '\r':
 			if start < i {
-				lw.write(v[start:i])
+				bw.Write(v[start:i])
 			}
 			start = i + 1
 		}
 	}
-	lw.write(v[start:])
+	bw.Write(v[start:])
 }
 
 // stringEnd returns the index of the quote that closes the string opened
@@ -263,11 +229,12 @@ func (sp *spiller) decodeBase64(w io.Writer, str []byte) error {
 		_, err := io.Copy(w, base64.NewDecoder(base64.StdEncoding, fullReader{&r}))
 		return err
 	}
-	const chunk = flushAt / 3 * 4 // bytes of base64, a multiple of 4
-	if cap(sp.buf) < flushAt {
-		sp.buf = make([]byte, flushAt)
+	// A buffer of at most flushAt bytes, no larger than the decoded file.
+	if size := min(flushAt, base64.StdEncoding.DecodedLen(len(raw))); cap(sp.buf) < size {
+		sp.buf = make([]byte, size)
 	}
 	buf := sp.buf[:cap(sp.buf)]
+	chunk := len(buf) / 3 * 4 // bytes of base64 that decode into buf, a multiple of 4
 	for len(raw) > 0 {
 		in := raw[:min(len(raw), chunk)]
 		raw = raw[len(in):]
