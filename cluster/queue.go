@@ -276,8 +276,7 @@ func (q *Queue) send(cl *claimed, next bool) *claimed {
 	h, body, err := queue.DecodePayload(cl.payload)
 	var outcome queue.Outcome
 	if err != nil {
-		m.Attempts++
-		m.Dead, outcome = "its stored body could not be read: "+err.Error(), queue.OutcomeDead
+		m, outcome = queue.Unreadable(m, err), queue.OutcomeDead
 	} else {
 		res := q.sender.Send(q.ctx, queue.WithAttempt(m), h, body)
 		if q.ctx.Err() != nil {

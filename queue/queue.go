@@ -284,9 +284,7 @@ func (q *Queue) attempt(line *orgLine, m Meta) {
 		q.finish(line, &m) // gone from the store (dropped): nothing to do
 		return
 	case err != nil:
-		m.Attempts++
-		m.LastStatus, m.LastError = 0, ""
-		m.Dead, outcome = "its stored body could not be read: "+err.Error(), OutcomeDead
+		m, outcome = Unreadable(m, err), OutcomeDead
 	default:
 		m, outcome = q.opts.Settle(m, res, q.opts.Now())
 	}
@@ -349,6 +347,15 @@ func (o Options) Settle(m Meta, res Result, now time.Time) (Meta, Outcome) {
 		return m, OutcomeRetry
 	}
 	return m, OutcomeDead
+}
+
+// Unreadable records an attempt of m that could not be made because its
+// stored body could not be read (err): a dead letter.
+func Unreadable(m Meta, err error) Meta {
+	m.Attempts++
+	m.LastStatus, m.LastError = 0, ""
+	m.Dead = "its stored body could not be read: " + err.Error()
+	return m
 }
 
 // backoff is the wait before attempt n+1: FirstDelay doubled per attempt,
