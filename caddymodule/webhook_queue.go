@@ -249,7 +249,7 @@ func (m *ServiceWebhook) openSharedQueue(app *App, sender *queue.HTTPSender, opt
 			return nil, errors.New("the servicegate app's Redis client is gone")
 		}
 		timeout := cmp.Or(sender.Timeout, queue.DefaultTimeout)
-		q, err := c.OpenQueue(sender, opts, cluster.QueueOptions{Name: m.queueTo, Lease: 2*timeout + time.Second})
+		q, err := c.OpenQueue(sender, opts, cluster.QueueOptions{Name: m.queueTo, Lease: cluster.QueueLease(timeout)})
 		if err != nil {
 			_, _ = redisClients.Delete(app.poolKey)
 			return nil, err

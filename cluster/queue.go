@@ -23,11 +23,14 @@ import (
 // <prefix>queue:<name>:… (see queue_scripts.go).
 const queueKeys = "queue:"
 
-// Defaults of QueueOptions.
-const (
-	DefaultQueueLease = 2*queue.DefaultTimeout + time.Second
-	DefaultQueuePoll  = 500 * time.Millisecond
-)
+// DefaultQueuePoll is the default of QueueOptions.Poll.
+const DefaultQueuePoll = 500 * time.Millisecond
+
+// QueueLease is the lease for attempts that take at most attemptTimeout:
+// twice that, plus a second.
+func QueueLease(attemptTimeout time.Duration) time.Duration {
+	return 2*attemptTimeout + time.Second
+}
 
 // QueueOptions configure a shared queue beyond its delivery policy.
 type QueueOptions struct {
@@ -37,7 +40,7 @@ type QueueOptions struct {
 	// Lease is how long an instance may hold an organization's head while
 	// it sends it; an instance that dies holding it is taken over once it
 	// ends. Make it longer than an attempt's timeout. Default
-	// DefaultQueueLease. The lease held is Lease plus twice the Client's
+	// QueueLease(queue.DefaultTimeout). The lease held is Lease plus twice the Client's
 	// timeout: the claim's answer (up to a whole delivery) and the settling
 	// call each take up to that, outside the attempt's own time.
 	Lease time.Duration
@@ -95,7 +98,7 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 		return nil, errors.New("shared webhook queue: a name is required")
 	}
 	if qo.Lease <= 0 {
-		qo.Lease = DefaultQueueLease
+		qo.Lease = QueueLease(queue.DefaultTimeout)
 	}
 	qo.Lease += 2 * c.timeout
 	if qo.Poll <= 0 {
