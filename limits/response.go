@@ -151,11 +151,10 @@ func (h *held) unmap() {
 
 // release gives back a mapping, and a heap buffer over keep bytes.
 func (h *held) release(keep int) {
-	h.unmap()
 	if cap(h.heap) > keep {
 		h.heap = nil
 	}
-	h.body = h.heap[:0]
+	h.unmap()
 }
 
 // Release gives back the memory of a large body now: a mapping to the
