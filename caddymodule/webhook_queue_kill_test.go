@@ -80,14 +80,15 @@ func waitListening(t *testing.T, url string, p *caddyProcess) {
 }
 
 // queueProcessCaddyfile is the config of a Caddy process whose /webhooks
-// queues deliveries to app, with extra queue settings; /ready tells it
-// listens.
-func queueProcessCaddyfile(port int, app *queueApp, dir, extra string) string {
+// queues deliveries to app, with global (more global options) and queue
+// (more queue settings); /ready tells it listens.
+func queueProcessCaddyfile(port int, app *queueApp, global, queue string) string {
 	return fmt.Sprintf(`{
 	admin off
 	persist_config off
 	skip_install_trust
 	auto_https off
+	%s
 }
 http://127.0.0.1:%d {
 	route /webhooks {
@@ -95,14 +96,13 @@ http://127.0.0.1:%d {
 			secret demo-app-secret
 			queue {
 				to http://%s
-				dir %s
 				%s
 			}
 		}
 	}
 	respond /ready 200
 }
-`, port, app.addr, dir, extra)
+`, global, port, app.addr, queue)
 }
 
 // TestWebhookQueueSurvivesSIGKILL: a Caddy killed with SIGKILL while it
@@ -116,7 +116,7 @@ func TestWebhookQueueSurvivesSIGKILL(t *testing.T) {
 	app, slow := slowQueueApp(t, 20*time.Millisecond)
 	port := freePort()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	caddyfile := queueProcessCaddyfile(port, app, t.TempDir(), "concurrency 4")
+	caddyfile := queueProcessCaddyfile(port, app, "", "dir "+t.TempDir()+"\nconcurrency 4")
 
 	first := startCaddyProcess(t, caddyfile)
 	waitListening(t, base+"/ready", first)
@@ -240,7 +240,7 @@ func TestWebhookQueueBurstStaysOnDisk(t *testing.T) {
 	app.up(t)
 	port := freePort()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	p := startCaddyProcess(t, queueProcessCaddyfile(port, app, t.TempDir(), ""))
+	p := startCaddyProcess(t, queueProcessCaddyfile(port, app, "", "dir "+t.TempDir()))
 	waitListening(t, base+"/ready", p)
 	startRSS, _ := rssKiB(t, p.cmd.Process.Pid)
 

@@ -19,30 +19,8 @@ import (
 // sharedQueueCaddyfile is the config of one of several Caddy processes
 // whose /webhooks queue deliveries to app in the Redis at redisURL.
 func sharedQueueCaddyfile(port int, redisURL string, app *queueApp) string {
-	return fmt.Sprintf(`{
-	admin off
-	persist_config off
-	skip_install_trust
-	auto_https off
-	servicegate {
-		redis %s
-		timeout 2s
-	}
-}
-http://127.0.0.1:%d {
-	route /webhooks {
-		service_webhook {
-			secret demo-app-secret
-			queue {
-				to http://%s
-				timeout 1s
-				concurrency 4
-			}
-		}
-	}
-	respond /ready 200
-}
-`, redisURL, port, app.addr)
+	return queueProcessCaddyfile(port, app, "servicegate {\n\t\tredis "+redisURL+"\n\t\ttimeout 2s\n\t}",
+		"timeout 1s\nconcurrency 4")
 }
 
 // TestWebhookQueueSharedThroughRedis: two Caddy processes share one queue
