@@ -329,8 +329,8 @@ type chainResult struct {
 	plain, chain sideResult
 	sha256       time.Duration // loadSequential with goalSHA: SHA-256 over the body
 	// direct is, for loadSequential with goalSHA, the same request sent
-	// straight to the upstream with no Caddy between: the least time one
-	// more trip of the body to the app takes.
+	// straight to the upstream with no Caddy between: the time of one trip
+	// of the body to the app, its answer included.
 	direct     sideResult
 	bodySize   int
 	answerSize int // bytes of the answer to the probe of the plain side
