@@ -38,7 +38,8 @@ import (
 // servicegate app shares state through Redis, in Redis streams: then
 // every instance delivering to the same app shares one queue, any of them
 // delivers, and the deliveries an instance was sending when it died are
-// sent by another once its lease (twice Timeout, plus a second) runs out.
+// sent by another once its lease runs out (twice Timeout plus a second,
+// plus twice the servicegate app's Redis timeout).
 type WebhookQueue struct {
 	// To is the app's address (scheme, host and port), e.g.
 	// http://127.0.0.1:3000. Required.
