@@ -71,10 +71,11 @@ return id
 //
 // A stream that never empties would otherwise keep the name of every
 // consumer that ever read it (each instance start is a new consumer), so
-// each take also removes the group's other consumers with nothing
-// pending: only the lease holder reads the
-// stream, so they have nothing to do there, and a consumer that reads it
-// again later is created anew.
+// a take under a lease just taken (pruning) also removes the group's other
+// consumers with nothing pending: only the lease holder reads the stream,
+// so they have nothing to do there, and a consumer that reads it again
+// later is created anew. The takes that follow under the same lease (see
+// queueSettleScript) need not look again.
 const queueTakeLua = `
 local function prune(stream, consumer)
   local cs = redis.pcall('XINFO', 'CONSUMERS', stream, 'deliver')
@@ -90,7 +91,7 @@ local function prune(stream, consumer)
   end
 end
 
-local function take(org, now, lease_ms, consumer, base, ready, pending)
+local function take(org, now, lease_ms, consumer, base, ready, pending, pruning)
   local stream = base .. 's:' .. org
   local e = nil
   local c = redis.pcall('XAUTOCLAIM', stream, 'deliver', consumer, 0, '0-0', 'COUNT', 1)
@@ -100,7 +101,7 @@ local function take(org, now, lease_ms, consumer, base, ready, pending)
     if type(r) == 'table' and r[1] and r[1][2][1] then e = r[1][2][1] end
   end
   if not e then return nil end
-  prune(stream, consumer)
+  if pruning then prune(stream, consumer) end
   redis.call('ZADD', ready, now + lease_ms, org)
   local f = {}
   for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
@@ -124,7 +125,7 @@ local orgs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[
 for _, org in ipairs(orgs) do
   local lease = ARGV[4] .. 'l:' .. org
   if redis.call('SET', lease, ARGV[3], 'NX', 'PX', ARGV[2]) then
-    local t = take(org, now, tonumber(ARGV[2]), ARGV[3], ARGV[4], KEYS[1], KEYS[2])
+    local t = take(org, now, tonumber(ARGV[2]), ARGV[3], ARGV[4], KEYS[1], KEYS[2], true)
     if t then return t end
     redis.call('DEL', lease)
     local stream = ARGV[4] .. 's:' .. org
@@ -184,7 +185,7 @@ redis.call('ZREM', KEYS[3], ARGV[2])
 if redis.call('EXISTS', KEYS[4]) == 1 and redis.call('XLEN', KEYS[4]) > 0 then
   if mine and ARGV[9] == '1' then
     redis.call('PEXPIRE', KEYS[5], ARGV[10])
-    local t = take(ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[10]), ARGV[3], ARGV[11], KEYS[1], KEYS[2])
+    local t = take(ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[10]), ARGV[3], ARGV[11], KEYS[1], KEYS[2], false)
     if t then return t end
   end
   if mine then
