@@ -297,8 +297,11 @@ func (q *Queue) send(cl *claimed, next bool) *claimed {
 	case queue.OutcomeRetry:
 		return q.settle(cl, "retry", m, m.NextAttempt, false)
 	default:
+		// Told once the dead letter is recorded, as the disk queue does,
+		// so that what OnDead reports can be read back from Dead.
+		nxt := q.settle(cl, "bury", m, time.Time{}, next)
 		q.opts.OnDead(m)
-		return q.settle(cl, "bury", m, time.Time{}, next)
+		return nxt
 	}
 }
 
