@@ -341,16 +341,23 @@ func (q *Queue) settle(cl *claimed, mode string, m queue.Meta, due time.Time, ne
 func (q *Queue) Stats() queue.Stats {
 	var s queue.Stats
 	err := q.c.Call(q.ctx, OpQueueAdmin, func(ctx context.Context) error {
-		n, err := q.c.rdb.ZCard(ctx, q.key("age")).Result()
+		// One round trip, read at one instant: the count and the oldest
+		// agree with each other.
+		var n *redis.IntCmd
+		var first *redis.ZSliceCmd
+		_, err := q.c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			n = p.ZCard(ctx, q.key("age"))
+			first = p.ZRangeWithScores(ctx, q.key("age"), 0, 0)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		s.Depth = int(n)
-		first, err := q.c.rdb.ZRangeWithScores(ctx, q.key("age"), 0, 0).Result()
-		if err == nil && len(first) == 1 {
-			s.Oldest = time.UnixMilli(int64(first[0].Score))
+		s.Depth = int(n.Val())
+		if f := first.Val(); len(f) == 1 {
+			s.Oldest = time.UnixMilli(int64(f[0].Score))
 		}
-		return err
+		return nil
 	})
 	s.InFlight = len(q.slots)
 	q.mu.Lock()

@@ -470,3 +470,31 @@ func TestQueueForgetsTheConsumersOfClosedInstances(t *testing.T) {
 		}
 	}
 }
+
+// Stats counts every delivery not yet settled, the one in flight too, and
+// gives the oldest one's arrival; with Redis away it keeps the last it read.
+func TestQueueStatsCountsTheWaitingAndTheOldest(t *testing.T) {
+	srv := redistest.Start(t)
+	var took atomic.Int32
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		took.Add(1)
+		<-ctx.Done()
+		return queue.Result{Err: ctx.Err()}
+	})
+	q := openQueue(t, newClient(t, srv, Options{Timeout: 300 * time.Millisecond}), app.as("a"), fastRetries, QueueOptions{Poll: 20 * time.Millisecond})
+	if s := q.Stats(); s.Depth != 0 || !s.Oldest.IsZero() {
+		t.Errorf("empty queue: %+v", s)
+	}
+	first := enqueue(t, q, "acme", "acme-0")
+	enqueue(t, q, "acme", "acme-1")
+	enqueue(t, q, "zeta", "zeta-0")
+	waitFor(t, "both organizations' heads in flight", 5*time.Second, func() bool { return took.Load() == 2 })
+	s := q.Stats()
+	if s.Depth != 3 || s.InFlight != 2 || !s.Oldest.Equal(first.Received.Truncate(time.Millisecond)) {
+		t.Errorf("stats %+v, want depth 3, 2 in flight, oldest %s", s, first.Received.Truncate(time.Millisecond))
+	}
+	srv.Stop()
+	if again := q.Stats(); again.Depth != 3 || !again.Oldest.Equal(s.Oldest) {
+		t.Errorf("with Redis away: %+v, want the last read (%+v)", again, s)
+	}
+}
