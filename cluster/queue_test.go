@@ -35,6 +35,17 @@ func newAppStub(t *testing.T, answer func(ctx context.Context, m queue.Meta, bod
 	return &appStub{t: t, answer: answer, by: map[string][]string{}, ids: map[string]int{}, inFlight: map[string]int{}, sentBy: map[string]int{}}
 }
 
+// newStuckApp is an app that takes every delivery and answers none until
+// the queue gives up waiting; took counts the deliveries it took.
+func newStuckApp(t *testing.T) (app *appStub, took *atomic.Int32) {
+	took = new(atomic.Int32)
+	return newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		took.Add(1)
+		<-ctx.Done()
+		return queue.Result{Err: ctx.Err()}
+	}), took
+}
+
 // as is the app seen from the instance called name.
 func (a *appStub) as(name string) queue.Sender { return stubSender{a, name} }
 
@@ -239,12 +250,7 @@ func TestQueueTakesOverTheDeliveriesOfADeadInstance(t *testing.T) {
 
 func TestQueueCloseHandsDeliveriesOverAtOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	var took atomic.Int32
-	slow := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
-		took.Add(1)
-		<-ctx.Done()
-		return queue.Result{Err: ctx.Err()}
-	})
+	slow, took := newStuckApp(t)
 	a, err := newClient(t, srv, Options{}).OpenQueue(slow.as("a"), fastRetries, QueueOptions{Name: "app", Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -475,12 +481,7 @@ func TestQueueForgetsTheConsumersOfClosedInstances(t *testing.T) {
 // gives the oldest one's arrival; with Redis away it keeps the last it read.
 func TestQueueStatsCountsTheWaitingAndTheOldest(t *testing.T) {
 	srv := redistest.Start(t)
-	var took atomic.Int32
-	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
-		took.Add(1)
-		<-ctx.Done()
-		return queue.Result{Err: ctx.Err()}
-	})
+	app, took := newStuckApp(t)
 	q := openQueue(t, newClient(t, srv, Options{Timeout: 300 * time.Millisecond}), app.as("a"), fastRetries, QueueOptions{Poll: 20 * time.Millisecond})
 	if s := q.Stats(); s.Depth != 0 || !s.Oldest.IsZero() {
 		t.Errorf("empty queue: %+v", s)
