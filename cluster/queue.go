@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,7 @@ type Queue struct {
 	wake    chan struct{}
 	done    sync.WaitGroup
 	slots   chan struct{}
+	sending atomic.Int32 // attempts under way (a slot is also held while looking for work)
 	closing sync.Once
 	mu      sync.Mutex
 	stats   queue.Stats // the last stats read, kept while Redis fails
@@ -183,6 +185,7 @@ func (q *Queue) startDue() time.Duration {
 			return wait
 		}
 		q.done.Add(1)
+		q.sending.Add(1)
 		go q.attempt(cl)
 	}
 }
@@ -266,7 +269,7 @@ const maxStreak = 64
 // each hands them over, and frees its slot.
 func (q *Queue) attempt(cl *claimed) {
 	defer q.done.Done()
-	defer func() { <-q.slots; q.poke() }()
+	defer func() { q.sending.Add(-1); <-q.slots; q.poke() }()
 	for streak := 1; cl != nil; streak++ {
 		cl = q.send(cl, streak < maxStreak)
 	}
@@ -359,7 +362,7 @@ func (q *Queue) Stats() queue.Stats {
 		}
 		return nil
 	})
-	s.InFlight = len(q.slots)
+	s.InFlight = int(q.sending.Load())
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err != nil {
