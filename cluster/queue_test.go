@@ -93,13 +93,22 @@ func (a *appStub) delivered() int {
 
 func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
 	t.Helper()
+	if !poll(d, ok) {
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+}
+
+// poll asks ok every 10 ms until it holds or d has passed, and says
+// whether it held.
+func poll(d time.Duration, ok func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 var fastRetries = queue.Options{FirstDelay: 20 * time.Millisecond, MaxDelay: 80 * time.Millisecond}
@@ -182,7 +191,7 @@ func TestQueueSharedByInstancesKeepsEachOrganizationInOrder(t *testing.T) {
 	// The app has seen the last delivery; its settle call may still be on
 	// its way to Redis, so the keys are given a moment to go.
 	var left []string
-	settled := func() bool {
+	if !poll(5*time.Second, func() bool {
 		keys, _ := srv.Do("KEYS", "*")
 		left = left[:0]
 		for _, k := range strings.Fields(keys) {
@@ -191,11 +200,7 @@ func TestQueueSharedByInstancesKeepsEachOrganizationInOrder(t *testing.T) {
 			}
 		}
 		return len(left) == 2
-	}
-	for deadline := time.Now().Add(5 * time.Second); !settled() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(left) != 2 {
+	}) {
 		t.Errorf("keys left once everything was delivered: %q, want 2 (seq, epoch)", left)
 	}
 	if s := a.Stats(); s.Depth != 0 {
