@@ -11,6 +11,7 @@ import (
 
 // ServeHTTP hands the request to the route of its path.
 func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	next = a.withoutSession(r, next)
 	path := r.URL.Path
 	if h, ok := a.exact[path]; ok {
 		return h.ServeHTTP(w, r, next)

@@ -268,6 +268,21 @@ func (h *Handler) passOn(r *http.Request, s Session) {
 	stripCookies(hd, h.cfg.CookieName, h.stateCookie)
 }
 
+// Carries reports whether header carries one of the handler's cookies:
+// the session's or the login state's.
+func (h *Handler) Carries(header http.Header) bool {
+	return cookieValue(header, h.cfg.CookieName) != "" || cookieValue(header, h.stateCookie) != ""
+}
+
+// StripCookies removes the handler's cookies (the session's and the login
+// state's) from header and keeps every other cookie. A server that passes
+// requests to the app by other ways than Serve (public paths, requests
+// with a token of their own) calls it, so that the app never receives
+// the session cookie.
+func (h *Handler) StripCookies(header http.Header) {
+	stripCookies(header, h.cfg.CookieName, h.stateCookie)
+}
+
 // setHeader replaces every inbound value of a header with v (none when v is
 // empty), reusing the inbound slice when there is one.
 func setHeader(h http.Header, name, v string) {
