@@ -184,6 +184,11 @@ func Parse(source string, data []byte) (*Descriptor, error) {
 	if m, ok := raw["modules"]; ok {
 		d.parseModules(defects, m)
 	}
+	if _, ok := raw["modules"]; !ok && d.Identifier == "" {
+		// An app's status or error answer in JSON is no descriptor: it
+		// must never be published or kept as the last good copy.
+		defects.add("it is not an app descriptor: it has neither an identifier nor modules")
+	}
 	if len(defects.List) > 0 {
 		return nil, defects
 	}

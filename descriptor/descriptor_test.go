@@ -96,6 +96,7 @@ func TestParseDefects(t *testing.T) {
 			[]string{`url path "/x" is used by modules.custom-file-format[0] and modules.file-pre-export[0]`}},
 		"bad base url":     {`{"baseUrl":"ftp://x"}`, []string{`baseUrl "ftp://x" is not an absolute http or https address`}},
 		"identifier int":   {`{"identifier":5}`, []string{"identifier is not a string"}},
+		"no descriptor":    {`{"status":"starting"}`, []string{"not an app descriptor", "identifier", "modules"}},
 		"authentication 1": {`{"authentication":1}`, []string{"authentication is not an object"}},
 	}
 	for name, c := range cases {
@@ -175,7 +176,7 @@ func TestFilled(t *testing.T) {
 	}
 
 	// What the descriptor says is kept as it is.
-	d, _ = Parse("m", []byte(`{"baseUrl":"https://declared.example","authentication":{"type":"x","clientId":"mine"}}`))
+	d, _ = Parse("m", []byte(`{"identifier":"a","baseUrl":"https://declared.example","authentication":{"type":"x","clientId":"mine"}}`))
 	out, _ = d.Filled("https://other.example", "theirs")
 	if !strings.Contains(string(out), `"https://declared.example"`) || !strings.Contains(string(out), `"mine"`) ||
 		strings.Contains(string(out), "other.example") || strings.Contains(string(out), "theirs") {
@@ -267,4 +268,77 @@ func FuzzParse(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestLoadAddressFollowsNoRedirectToAnotherOrigin: the descriptor address
+// follows redirects within its own origin (a few), never to another; what
+// another origin would have answered is neither used nor kept.
+func TestLoadAddressFollowsNoRedirectToAnotherOrigin(t *testing.T) {
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"identifier":"hostile","baseUrl":"https://evil.example"}`))
+	}))
+	defer elsewhere.Close()
+	var away atomic.Bool
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/old-manifest.json":
+			http.Redirect(w, r, "/manifest.json", http.StatusMovedPermanently)
+		case r.URL.Path == "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case away.Load():
+			http.Redirect(w, r, elsewhere.URL+"/manifest.json", http.StatusFound)
+		default:
+			w.Write([]byte(good))
+		}
+	}))
+	defer app.Close()
+	loader := &Loader{Dir: t.TempDir()}
+
+	l, err := loader.Load(context.Background(), app.URL+"/old-manifest.json")
+	if err != nil || l.Stale || l.Identifier != "demo-app" {
+		t.Fatalf("a redirect within the origin: %+v, %v", l, err)
+	}
+	if _, err := loader.Load(context.Background(), app.URL+"/loop"); err == nil || !strings.Contains(err.Error(), "more than 3 times") {
+		t.Errorf("a redirect loop: %v", err)
+	}
+
+	addr := app.URL + "/manifest.json"
+	if _, err := loader.Load(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	away.Store(true)
+	l, err = loader.Load(context.Background(), addr)
+	if err != nil || !l.Stale || l.Identifier != "demo-app" || l.Err == nil || !strings.Contains(l.Err.Error(), "another origin") {
+		t.Fatalf("a redirect to another origin: %+v, %v; want the last good copy and the reason", l, err)
+	}
+	if _, err := (&Loader{Dir: t.TempDir()}).Load(context.Background(), addr); err == nil || !strings.Contains(err.Error(), elsewhere.URL) {
+		t.Errorf("a redirect to another origin without a kept copy: %v", err)
+	}
+}
+
+// TestLoadAddressKeepsOnlyDescriptors: a JSON object that is no app
+// descriptor (an app's status answer) is neither published nor kept as
+// the last good copy.
+func TestLoadAddressKeepsOnlyDescriptors(t *testing.T) {
+	var starting atomic.Bool
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if starting.Load() {
+			w.Write([]byte(`{"status":"starting"}`))
+			return
+		}
+		w.Write([]byte(good))
+	}))
+	defer app.Close()
+	loader := &Loader{Dir: t.TempDir()}
+	addr := app.URL + "/manifest.json"
+	if _, err := loader.Load(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	starting.Store(true)
+	for range 2 {
+		l, err := loader.Load(context.Background(), addr)
+		if err != nil || !l.Stale || l.Identifier != "demo-app" || !strings.Contains(l.Err.Error(), "not an app descriptor") {
+			t.Fatalf("a status answer: %+v, %v; want the last good copy", l, err)
+		}
+	}
 }
