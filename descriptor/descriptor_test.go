@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const good = `{
@@ -340,5 +342,69 @@ func TestLoadAddressKeepsOnlyDescriptors(t *testing.T) {
 		if err != nil || !l.Stale || l.Identifier != "demo-app" || !strings.Contains(l.Err.Error(), "not an app descriptor") {
 			t.Fatalf("a status answer: %+v, %v; want the last good copy", l, err)
 		}
+	}
+}
+
+// fileModules is a descriptor of n file-format modules whose fileName
+// pattern is pattern.
+func fileModules(n int, pattern string) []byte {
+	mods := make([]map[string]any, n)
+	for i := range mods {
+		mods[i] = map[string]any{"key": fmt.Sprintf("f%d", i), "type": "t", "url": fmt.Sprintf("/f%d", i),
+			"signaturePatterns": map[string]string{"fileName": pattern}}
+	}
+	doc, _ := json.Marshal(map[string]any{"identifier": "a", "modules": map[string]any{"custom-file-format": mods}})
+	return doc
+}
+
+// TestParsePatternBounds: each signaturePatterns pattern is bounded in
+// length and compiled size, and the descriptor's patterns in number,
+// bytes and compiled size; a defect names the module.
+func TestParsePatternBounds(t *testing.T) {
+	nineK := strings.Repeat(`\w{1000}`, 9) // 9,000-odd steps: within one pattern's bound
+	for name, c := range map[string]struct {
+		doc  []byte
+		want string
+	}{
+		"long":         {fileModules(1, strings.Repeat("a", MaxPatternBytes+1)), `modules.custom-file-format[0] (key "f0"): signaturePatterns.fileName is 1001 bytes long; a pattern may have at most 1000`},
+		"costly":       {fileModules(1, strings.Repeat(`\w{1000}`, 11)), `(key "f0"): signaturePatterns.fileName compiles to more than 10000 steps`},
+		"nested":       {fileModules(1, `(?:\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w){1000}`), "compiles to more than 10000 steps"},
+		"many":         {fileModules(MaxPatterns+1, "a"), `(key "f500"): signaturePatterns.fileName brings the descriptor's signaturePatterns over 500 patterns`},
+		"costly sum":   {fileModules(30, nineK), `(key "f22"): signaturePatterns.fileName brings the descriptor's signaturePatterns over 200000 compiled steps`},
+		"bytes in all": {fileModules(80, strings.Repeat("a", 900)), `(key "f72"): signaturePatterns.fileName brings the descriptor's signaturePatterns over 500 patterns or 65536 bytes`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("m", c.doc)
+			var defects *Defects
+			if !errors.As(err, &defects) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse error %v\nwant one with %q", err, c.want)
+			}
+			if len(defects.List) != 1 {
+				t.Errorf("%d defects, want 1: %v", len(defects.List), err)
+			}
+		})
+	}
+	if _, err := Parse("m", fileModules(20, nineK)); err != nil {
+		t.Errorf("patterns within the bounds: %v", err)
+	}
+}
+
+// TestParseCostlyPatternsIsQuick: a descriptor of the largest size made of
+// large patterns that compile is checked at once, not in tens of seconds.
+func TestParseCostlyPatternsIsQuick(t *testing.T) {
+	doc := fileModules(1, "a")
+	for n := 1; ; n++ {
+		next := fileModules(n, strings.Repeat(`(?:\w{1000})`, 400))
+		if len(next) > MaxSize {
+			break
+		}
+		doc = next
+	}
+	start := time.Now()
+	if _, err := Parse("m", doc); err == nil {
+		t.Fatal("a descriptor of 5 KB patterns passed")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("checking a %d-byte descriptor of patterns took %v", len(doc), took)
 	}
 }
