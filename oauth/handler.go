@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -516,11 +517,28 @@ func errorCode(s string) string {
 	return s
 }
 
-// serveLogout forgets the session and sends the user on.
+// serveLogout ends the session on a same-site POST and sends the user
+// on. A GET (a link, or a cross-site image or redirect) ends nothing: it
+// shows a page whose button POSTs to the logout path.
 func (h *Handler) serveLogout(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		h.writeLogoutPage(w, http.StatusOK, "Sign out of this app on this browser?")
+		return nil
+	case http.MethodPost:
+	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		return h.refuse(w, r, http.StatusMethodNotAllowed, "Sign out with GET or POST.")
+		return h.refuse(w, r, http.StatusMethodNotAllowed, "Sign out with the button of the sign-out page (a POST).")
+	}
+	if !sameOrigin(r) {
+		w.Header().Set("Cache-Control", "no-store")
+		if respond.WantsHTML(r.Header) {
+			h.writeLogoutPage(w, http.StatusForbidden,
+				"The request to sign out came from another site, so you are still signed in. Sign out here if you meant to.")
+			return nil
+		}
+		return h.refuse(w, r, http.StatusForbidden,
+			"Signing out takes a POST from this site's own pages: the request came from another site, or said from where it came in no header (Sec-Fetch-Site, Origin or Referer).")
 	}
 	var err error
 	if c, cerr := r.Cookie(h.cfg.CookieName); cerr == nil {
@@ -532,6 +550,31 @@ func (h *Handler) serveLogout(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", h.cfg.LogoutRedirect)
 	w.WriteHeader(http.StatusSeeOther)
 	return nil
+}
+
+// writeLogoutPage writes the page with the sign-out button.
+func (h *Handler) writeLogoutPage(w http.ResponseWriter, status int, message string) {
+	respond.WritePage(w, status, respond.Page{Title: "Sign out", Message: message, Action: h.cfg.LogoutPath, ActionText: "Sign out"})
+}
+
+// sameOrigin reports whether a browser sent r from this site's own pages:
+// by Sec-Fetch-Site when the browser sends it (same-origin, or none for
+// the user's own action), else by the host of Origin or Referer. A
+// request that says nothing of where it came from is not.
+func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
+	from := r.Header.Get("Origin")
+	if from == "" || from == "null" {
+		from = r.Header.Get("Referer")
+	}
+	u, err := url.Parse(from)
+	return from != "" && err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
 // clearCookie tells the browser to drop one of the handler's cookies.
