@@ -123,7 +123,7 @@ func newOAuthClient(t *testing.T) *http.Client {
 // site is a Caddyfile site with service_oauth (plus extra sub-directives)
 // in front of the app.
 func (rig *oauthRig) site(extra string) string {
-	return fmt.Sprintf(`:{port} {
+	return fmt.Sprintf(`http://localhost:{port} {
 	service_oauth {
 		client_id %s
 		client_secret %s

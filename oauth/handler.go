@@ -97,8 +97,14 @@ type HandlerConfig struct {
 	// sends the user back. Required.
 	CallbackPath string
 	// RedirectURI is the absolute redirect_uri of authorization requests;
-	// empty builds it from the request's scheme and host and CallbackPath.
+	// empty builds it from Origin and CallbackPath.
 	RedirectURI string
+	// Origin is the scheme and host (and any port) of the site a request
+	// is for, from which the redirect_uri is built when RedirectURI is
+	// empty; an error refuses the sign-in with its message. It must not
+	// take the request's Host header as it comes: the client chooses it.
+	// One of RedirectURI and Origin is required.
+	Origin func(*http.Request) (string, error)
 	// LogoutPath forgets the session and redirects to LogoutRedirect.
 	// Required, and not CallbackPath.
 	LogoutPath string
@@ -164,6 +170,9 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	if cfg.CallbackPath == cfg.LogoutPath {
 		return nil, errors.New("the callback and logout paths must differ")
+	}
+	if cfg.RedirectURI == "" && cfg.Origin == nil {
+		return nil, errors.New("a RedirectURI or an Origin is required: the request's Host header is the client's to choose")
 	}
 	if cfg.LogoutRedirect == "" {
 		cfg.LogoutRedirect = "/"
@@ -378,7 +387,12 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		returnTo, status = safeReturn(h.requestURI(r)), http.StatusFound
 	}
-	state, authorizeURL, err := h.cfg.Manager.Begin(r.Context(), h.redirectFor(r), returnTo)
+	redirectURI, err := h.redirectFor(r)
+	if err != nil {
+		h.report(LoginUnavailable, err)
+		return h.refuse(w, r, http.StatusInternalServerError, "Signing in is not set up on this site: "+err.Error())
+	}
+	state, authorizeURL, err := h.cfg.Manager.Begin(r.Context(), redirectURI, returnTo)
 	if err != nil {
 		h.report(LoginUnavailable, err)
 		w.Header().Set("Retry-After", "5")
@@ -406,15 +420,15 @@ func (h *Handler) stateCookieOf(state, path string) *http.Cookie {
 }
 
 // redirectFor is the absolute redirect_uri for a request.
-func (h *Handler) redirectFor(r *http.Request) string {
+func (h *Handler) redirectFor(r *http.Request) (string, error) {
 	if h.cfg.RedirectURI != "" {
-		return h.cfg.RedirectURI
+		return h.cfg.RedirectURI, nil
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	origin, err := h.cfg.Origin(r)
+	if err != nil {
+		return "", err
 	}
-	return scheme + "://" + r.Host + h.cfg.CallbackPath
+	return strings.TrimSuffix(origin, "/") + h.cfg.CallbackPath, nil
 }
 
 // safeReturn keeps only same-site relative paths: "/x" stays, while

@@ -407,7 +407,7 @@ func TestHandlerWrap(t *testing.T) {
 func TestNewHandlerRefuses(t *testing.T) {
 	r := newRig(t)
 	valid := func() HandlerConfig {
-		return HandlerConfig{Manager: r.m, CallbackPath: "/cb", LogoutPath: "/out", CookieName: "sid"}
+		return HandlerConfig{Manager: r.m, CallbackPath: "/cb", LogoutPath: "/out", CookieName: "sid", RedirectURI: testRedirect}
 	}
 	tests := []struct {
 		name   string
@@ -422,6 +422,7 @@ func TestNewHandlerRefuses(t *testing.T) {
 		{"cookie path with a semicolon", func(c *HandlerConfig) { c.CookiePath = "/a;b" }, "not valid"},
 		{"cookie domain", func(c *HandlerConfig) { c.CookieDomain = "bad domain" }, "not valid"},
 		{"callback path unfit for a cookie", func(c *HandlerConfig) { c.CallbackPath = "/cb;x" }, "state cookie"},
+		{"neither redirect_uri nor origin", func(c *HandlerConfig) { c.RedirectURI = "" }, "Host header"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -630,5 +631,31 @@ func TestHandlerLogoutNeedsSameSitePost(t *testing.T) {
 		if rec, _ := hr.serve(t, http.MethodGet, "/x", browserAccept, session); rec.Code != http.StatusFound {
 			t.Fatalf("after a POST with %s the session lives on: %d", name, rec.Code)
 		}
+	}
+}
+
+// TestHandlerRedirectURIFromOrigin: without RedirectURI the redirect_uri
+// is built from Origin, never from the Host header; an Origin that fails
+// refuses the sign-in with its message.
+func TestHandlerRedirectURIFromOrigin(t *testing.T) {
+	fail := false
+	hr := newHandlerRig(t, func(c *HandlerConfig) {
+		c.RedirectURI = ""
+		c.Origin = func(*http.Request) (string, error) {
+			if fail {
+				return "", errors.New("no host name for this site")
+			}
+			return "https://app.example/", nil
+		}
+	})
+	rec, _ := hr.serve(t, http.MethodGet, "/x", browserAccept)
+	loc, _ := url.Parse(rec.Header().Get("Location"))
+	if rec.Code != http.StatusFound || loc.Query().Get("redirect_uri") != "https://app.example/oauth/callback" {
+		t.Fatalf("%d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	fail = true
+	rec, _ = hr.serve(t, http.MethodGet, "/x", browserAccept)
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "no host name for this site") || hr.lastEvent() != LoginUnavailable {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }
