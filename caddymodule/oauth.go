@@ -85,8 +85,9 @@ type ServiceOAuth struct {
 	// the app's registered redirect URLs. Default "/oauth/callback".
 	RedirectURI string `json:"redirect_uri,omitempty"`
 
-	// LogoutPath forgets the session (server side and cookie) and
-	// redirects to LogoutRedirect. Default "/oauth/logout".
+	// LogoutPath forgets the session (server side and cookie) on a POST
+	// from the site's own pages and redirects to LogoutRedirect; a GET
+	// shows a page whose button sends that POST. Default "/oauth/logout".
 	LogoutPath string `json:"logout_path,omitempty"`
 
 	// LogoutRedirect is where the logout path sends the user. Default "/".

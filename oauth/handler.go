@@ -105,7 +105,8 @@ type HandlerConfig struct {
 	// take the request's Host header as it comes: the client chooses it.
 	// One of RedirectURI and Origin is required.
 	Origin func(*http.Request) (string, error)
-	// LogoutPath forgets the session and redirects to LogoutRedirect.
+	// LogoutPath forgets the session on a same-origin POST and redirects
+	// to LogoutRedirect; a GET shows a page with a button that POSTs.
 	// Required, and not CallbackPath.
 	LogoutPath string
 	// LogoutRedirect is where signing out sends the user. Default "/".
