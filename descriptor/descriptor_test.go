@@ -392,14 +392,9 @@ func TestParsePatternBounds(t *testing.T) {
 // TestParseCostlyPatternsIsQuick: a descriptor of the largest size made of
 // large patterns that compile is checked at once, not in tens of seconds.
 func TestParseCostlyPatternsIsQuick(t *testing.T) {
-	doc := fileModules(1, "a")
-	for n := 1; ; n++ {
-		next := fileModules(n, strings.Repeat(`(?:\w{1000})`, 400))
-		if len(next) > MaxSize {
-			break
-		}
-		doc = next
-	}
+	pattern := strings.Repeat(`(?:\w{1000})`, 400)
+	one, two := fileModules(1, pattern), fileModules(2, pattern)
+	doc := fileModules((MaxSize-len(one))/(len(two)-len(one)), pattern)
 	start := time.Now()
 	if _, err := Parse("m", doc); err == nil {
 		t.Fatal("a descriptor of 5 KB patterns passed")
