@@ -60,8 +60,11 @@ type ServiceApp struct {
 	DescriptorPath string `json:"descriptor_path,omitempty"`
 
 	// BaseURL is the app's public base address (scheme, host and any path
-	// prefix), filled in as the descriptor's baseUrl when it has none.
-	// Default: the scheme and host of the request for the descriptor.
+	// prefix), filled in as the descriptor's baseUrl when it has none and
+	// the base of the sign-in's relative redirect_uri. Default: the
+	// site's own host name (a request's Host header only picks among the
+	// site's names) with the scheme and port the request came in on; a
+	// site without a host name needs it. Set it behind a proxy.
 	BaseURL string `json:"base_url,omitempty"`
 
 	// ClientID is the app's OAuth client_id: the audience of the tokens
@@ -143,6 +146,7 @@ type ServiceApp struct {
 	cleanups   []caddy.CleanerUpper
 	logger     *zap.Logger
 	descriptor []byte // the filled descriptor when BaseURL is set
+	site       *siteOrigin
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
@@ -232,6 +236,10 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	a.clientID = repl.ReplaceKnown(a.ClientID, "")
 	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
+	a.site = new(siteOrigin)
+	if a.baseURL == "" {
+		warnHostless(ctx, a.logger, "the descriptor (and the sign-in)", "set base_url in service_app")
+	}
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
 	for i := range routes {
 		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
@@ -275,6 +283,9 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 // provisionRoute provisions the handlers of one route and files it under
 // its path.
 func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
+	if rt.SignIn != nil {
+		rt.SignIn.origin = a.origin
+	}
 	for _, h := range rt.handlers() {
 		if p, ok := h.(caddy.Provisioner); ok {
 			if err := p.Provision(ctx); err != nil {

@@ -35,7 +35,7 @@ const appAdaptTimeout = 5 * time.Second
 //	service_app {
 //		descriptor <file|address>       # the app descriptor (required)
 //		descriptor_path <path>|off      # where the service reads it; default /manifest.json
-//		base_url <url>                  # the app's public address; default: from the request
+//		base_url <url>                  # the app's public address; default: the site's host name
 //		client_id <client_id>
 //		client_secret <secret>          # verifies tokens (HS256), runs the sign-in
 //		app_secret <secret...>          # repeatable: webhook signatures (rotation)

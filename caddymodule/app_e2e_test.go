@@ -361,7 +361,7 @@ func TestServiceAppSignInE2E(t *testing.T) {
 	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startCaddy(t, fmt.Sprintf(`:{port} {
+	startCaddy(t, fmt.Sprintf(`http://localhost:{port} {
 	service_app {
 		descriptor %s
 		client_id %s

@@ -11,6 +11,7 @@ import (
 
 // ServeHTTP hands the request to the route of its path.
 func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	next = a.withoutSession(r, next)
 	path := r.URL.Path
 	if h, ok := a.exact[path]; ok {
 		return h.ServeHTTP(w, r, next)
@@ -97,12 +98,11 @@ func (a *ServiceApp) serveDescriptor(w http.ResponseWriter, r *http.Request) err
 	}
 	body := a.descriptor
 	if body == nil {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
+		origin, err := a.origin(r)
+		if err != nil {
+			return refuse(w, r, http.StatusInternalServerError, "The app descriptor cannot be served: "+err.Error())
 		}
-		var err error
-		if body, err = a.desc.Filled(scheme+"://"+r.Host, a.clientID); err != nil {
+		if body, err = a.desc.Filled(origin, a.clientID); err != nil {
 			return caddyhttp.Error(http.StatusInternalServerError, err)
 		}
 	}

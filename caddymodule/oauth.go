@@ -78,13 +78,16 @@ type ServiceOAuth struct {
 	Scopes []string `json:"scopes,omitempty"`
 
 	// RedirectURI is the callback: a path on this site (the absolute
-	// redirect_uri is then built from the request's scheme and host), or
-	// an absolute URL whose path is the callback path. It must be one of
+	// redirect_uri is then built from the site's own host name, or
+	// service_app's base_url, never from the request's Host header; a
+	// site without a host name refuses), or an absolute URL whose path
+	// is the callback path. It must be one of
 	// the app's registered redirect URLs. Default "/oauth/callback".
 	RedirectURI string `json:"redirect_uri,omitempty"`
 
-	// LogoutPath forgets the session (server side and cookie) and
-	// redirects to LogoutRedirect. Default "/oauth/logout".
+	// LogoutPath forgets the session (server side and cookie) on a POST
+	// from the site's own pages and redirects to LogoutRedirect; a GET
+	// shows a page whose button sends that POST. Default "/oauth/logout".
 	LogoutPath string `json:"logout_path,omitempty"`
 
 	// LogoutRedirect is where the logout path sends the user. Default "/".
@@ -146,6 +149,9 @@ type ServiceOAuth struct {
 	poolKey      string
 	logger       *zap.Logger
 	events       oauthEvents
+	// origin builds the redirect_uri of a relative RedirectURI;
+	// service_app sets it to its own, else it is the site's.
+	origin func(*http.Request) (string, error)
 }
 
 // oauthStores keeps in-memory session stores across config reloads, so a
@@ -275,10 +281,18 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 		Now:             oauthNow,
 		SessionLifetime: time.Duration(m.SessionLifetime),
 	}
+	if m.origin == nil {
+		if m.redirectURI == "" {
+			warnHostless(ctx, m.logger, "signing in", "give redirect_uri as an absolute URL")
+		}
+		site := new(siteOrigin)
+		m.origin = func(r *http.Request) (string, error) { return site.of(r, m) }
+	}
 	flow, err := oauth.NewHandler(oauth.HandlerConfig{
 		Manager:            m.manager,
 		CallbackPath:       m.callbackPath,
 		RedirectURI:        m.redirectURI,
+		Origin:             m.origin,
 		LogoutPath:         m.LogoutPath,
 		LogoutRedirect:     m.LogoutRedirect,
 		CookieName:         m.CookieName,

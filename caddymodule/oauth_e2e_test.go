@@ -123,7 +123,7 @@ func newOAuthClient(t *testing.T) *http.Client {
 // site is a Caddyfile site with service_oauth (plus extra sub-directives)
 // in front of the app.
 func (rig *oauthRig) site(extra string) string {
-	return fmt.Sprintf(`:{port} {
+	return fmt.Sprintf(`http://localhost:{port} {
 	service_oauth {
 		client_id %s
 		client_secret %s
@@ -161,6 +161,25 @@ func (rig *oauthRig) get(client *http.Client, rawURL string, html bool, header .
 	if err != nil {
 		rig.t.Fatal(err)
 	}
+	return resp, string(body)
+}
+
+// logout signs out as the sign-out page's button does: a POST, from a
+// page of origin.
+func (rig *oauthRig) logout(client *http.Client, origin string) (*http.Response, string) {
+	rig.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e2eURL("/oauth/logout"), nil)
+	if err != nil {
+		rig.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/html")
+	req.Header.Set("Origin", origin)
+	resp, err := client.Do(req)
+	if err != nil {
+		rig.t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
 	return resp, string(body)
 }
 
@@ -604,7 +623,19 @@ func TestServiceOAuthLogoutE2E(t *testing.T) {
 	if id == "" {
 		t.Fatal("no session cookie after login")
 	}
+	// A GET (a link or an image of another site) shows the button and ends nothing.
 	resp, body := rig.get(rig.client, e2eURL("/oauth/logout"), true)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<form method="post" action="/oauth/logout">`) {
+		t.Fatalf("GET logout: %d %s", resp.StatusCode, body)
+	}
+	// A POST from another site ends nothing either.
+	if resp, body := rig.logout(rig.client, "https://evil.example"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site logout: %d %s", resp.StatusCode, body)
+	}
+	if echo := rig.through(rig.client, "/", false); echo.Authorization == "" {
+		t.Fatal("the session ended without a same-site POST")
+	}
+	resp, body = rig.logout(rig.client, e2eBase())
 	if loc := rig.expectRedirect(resp, body, "logout"); loc != "/goodbye" {
 		t.Fatalf("logout sent to %q", loc)
 	}
@@ -680,7 +711,7 @@ func TestServiceOAuthStorageSessionsE2E(t *testing.T) {
 		t.Fatal("the session was not found after the reload")
 	}
 	// Logout removes it from storage.
-	rig.get(rig.client, e2eURL("/oauth/logout"), true)
+	rig.logout(rig.client, e2eBase())
 	if entries, _ := os.ReadDir(filepath.Join(dir, "servicegate", "oauth_sessions")); len(entries) != 0 {
 		t.Fatalf("%d entries left after logout", len(entries))
 	}

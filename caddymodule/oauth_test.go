@@ -250,7 +250,8 @@ func TestSweepOAuthStorage(t *testing.T) {
 func TestServiceOAuthAcceptByWeight(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
-	m := &ServiceOAuth{ClientID: "c", ClientSecret: "s", AuthURL: "https://a.example", Scopes: []string{"p"}, MaxSessions: 19}
+	m := &ServiceOAuth{ClientID: "c", ClientSecret: "s", AuthURL: "https://a.example", Scopes: []string{"p"}, MaxSessions: 19,
+		RedirectURI: "https://app.example/oauth/callback"}
 	if err := m.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}

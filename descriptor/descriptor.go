@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -184,6 +183,11 @@ func Parse(source string, data []byte) (*Descriptor, error) {
 	if m, ok := raw["modules"]; ok {
 		d.parseModules(defects, m)
 	}
+	if _, ok := raw["modules"]; !ok && d.Identifier == "" {
+		// An app's status or error answer in JSON is no descriptor: it
+		// must never be published or kept as the last good copy.
+		defects.add("it is not an app descriptor: it has neither an identifier nor modules")
+	}
 	if len(defects.List) > 0 {
 		return nil, defects
 	}
@@ -198,6 +202,7 @@ func (d *Descriptor) parseModules(defects *Defects, data json.RawMessage) {
 		defects.add("modules is not an object of module kinds")
 		return
 	}
+	cost := &patternCost{}
 	for _, kind := range sortedKeys(kinds) {
 		var entries []json.RawMessage
 		if json.Unmarshal(kinds[kind], &entries) != nil {
@@ -223,10 +228,10 @@ func (d *Descriptor) parseModules(defects *Defects, data json.RawMessage) {
 				f := FileFormat{Module: m}
 				f.Type = requiredString(defects, obj, "type", where)
 				f.Multilingual = optionalBool(defects, obj, "multilingual", where)
-				f.SignaturePatterns = readPatterns(defects, obj, where)
+				f.SignaturePatterns = readPatterns(defects, cost, obj, where)
 				d.FileFormats = append(d.FileFormats, f)
 			case KindFilePreExport:
-				d.PreExports = append(d.PreExports, PreExport{Module: m, SignaturePatterns: readPatterns(defects, obj, where)})
+				d.PreExports = append(d.PreExports, PreExport{Module: m, SignaturePatterns: readPatterns(defects, cost, obj, where)})
 			case KindWebhook:
 				w := Webhook{Module: m}
 				w.Events = readEvents(defects, obj, where)
@@ -313,7 +318,7 @@ func (d *Descriptor) checkUnique(defects *Defects) {
 	}
 }
 
-func readPatterns(defects *Defects, obj map[string]json.RawMessage, where string) SignaturePatterns {
+func readPatterns(defects *Defects, cost *patternCost, obj map[string]json.RawMessage, where string) SignaturePatterns {
 	raw, ok := obj["signaturePatterns"]
 	if !ok || isNull(raw) {
 		return SignaturePatterns{}
@@ -328,14 +333,8 @@ func readPatterns(defects *Defects, obj map[string]json.RawMessage, where string
 		FileContent: optionalString(defects, sp, "fileContent", where+": signaturePatterns.fileContent"),
 	}
 	for _, pat := range []struct{ name, re string }{{"fileName", p.FileName}, {"fileContent", p.FileContent}} {
-		if pat.re == "" {
-			continue
-		}
-		if _, err := regexp.Compile(pat.re); err != nil {
-			defects.add("%s: signaturePatterns.%s %q does not compile as a Go (RE2) regular expression: %s "+
-				"(the service's own regular-expression dialect may accept it; servicegate uses the pattern to pick "+
-				"the module for a file, so write it in the common subset: no look-around or backreferences)",
-				where, pat.name, pat.re, regexpProblem(err))
+		if pat.re != "" {
+			cost.check(defects, where+": signaturePatterns."+pat.name, pat.re)
 		}
 	}
 	return p

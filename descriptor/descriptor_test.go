@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const good = `{
@@ -96,6 +98,7 @@ func TestParseDefects(t *testing.T) {
 			[]string{`url path "/x" is used by modules.custom-file-format[0] and modules.file-pre-export[0]`}},
 		"bad base url":     {`{"baseUrl":"ftp://x"}`, []string{`baseUrl "ftp://x" is not an absolute http or https address`}},
 		"identifier int":   {`{"identifier":5}`, []string{"identifier is not a string"}},
+		"no descriptor":    {`{"status":"starting"}`, []string{"not an app descriptor", "identifier", "modules"}},
 		"authentication 1": {`{"authentication":1}`, []string{"authentication is not an object"}},
 	}
 	for name, c := range cases {
@@ -175,7 +178,7 @@ func TestFilled(t *testing.T) {
 	}
 
 	// What the descriptor says is kept as it is.
-	d, _ = Parse("m", []byte(`{"baseUrl":"https://declared.example","authentication":{"type":"x","clientId":"mine"}}`))
+	d, _ = Parse("m", []byte(`{"identifier":"a","baseUrl":"https://declared.example","authentication":{"type":"x","clientId":"mine"}}`))
 	out, _ = d.Filled("https://other.example", "theirs")
 	if !strings.Contains(string(out), `"https://declared.example"`) || !strings.Contains(string(out), `"mine"`) ||
 		strings.Contains(string(out), "other.example") || strings.Contains(string(out), "theirs") {
@@ -267,4 +270,136 @@ func FuzzParse(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestLoadAddressFollowsNoRedirectToAnotherOrigin: the descriptor address
+// follows redirects within its own origin (a few), never to another; what
+// another origin would have answered is neither used nor kept.
+func TestLoadAddressFollowsNoRedirectToAnotherOrigin(t *testing.T) {
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"identifier":"hostile","baseUrl":"https://evil.example"}`))
+	}))
+	defer elsewhere.Close()
+	var away atomic.Bool
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/old-manifest.json":
+			http.Redirect(w, r, "/manifest.json", http.StatusMovedPermanently)
+		case r.URL.Path == "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case away.Load():
+			http.Redirect(w, r, elsewhere.URL+"/manifest.json", http.StatusFound)
+		default:
+			w.Write([]byte(good))
+		}
+	}))
+	defer app.Close()
+	loader := &Loader{Dir: t.TempDir()}
+
+	l, err := loader.Load(context.Background(), app.URL+"/old-manifest.json")
+	if err != nil || l.Stale || l.Identifier != "demo-app" {
+		t.Fatalf("a redirect within the origin: %+v, %v", l, err)
+	}
+	if _, err := loader.Load(context.Background(), app.URL+"/loop"); err == nil || !strings.Contains(err.Error(), "more than 3 times") {
+		t.Errorf("a redirect loop: %v", err)
+	}
+
+	addr := app.URL + "/manifest.json"
+	if _, err := loader.Load(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	away.Store(true)
+	l, err = loader.Load(context.Background(), addr)
+	if err != nil || !l.Stale || l.Identifier != "demo-app" || l.Err == nil || !strings.Contains(l.Err.Error(), "another origin") {
+		t.Fatalf("a redirect to another origin: %+v, %v; want the last good copy and the reason", l, err)
+	}
+	if _, err := (&Loader{Dir: t.TempDir()}).Load(context.Background(), addr); err == nil || !strings.Contains(err.Error(), elsewhere.URL) {
+		t.Errorf("a redirect to another origin without a kept copy: %v", err)
+	}
+}
+
+// TestLoadAddressKeepsOnlyDescriptors: a JSON object that is no app
+// descriptor (an app's status answer) is neither published nor kept as
+// the last good copy.
+func TestLoadAddressKeepsOnlyDescriptors(t *testing.T) {
+	var starting atomic.Bool
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if starting.Load() {
+			w.Write([]byte(`{"status":"starting"}`))
+			return
+		}
+		w.Write([]byte(good))
+	}))
+	defer app.Close()
+	loader := &Loader{Dir: t.TempDir()}
+	addr := app.URL + "/manifest.json"
+	if _, err := loader.Load(context.Background(), addr); err != nil {
+		t.Fatal(err)
+	}
+	starting.Store(true)
+	for range 2 {
+		l, err := loader.Load(context.Background(), addr)
+		if err != nil || !l.Stale || l.Identifier != "demo-app" || !strings.Contains(l.Err.Error(), "not an app descriptor") {
+			t.Fatalf("a status answer: %+v, %v; want the last good copy", l, err)
+		}
+	}
+}
+
+// fileModules is a descriptor of n file-format modules whose fileName
+// pattern is pattern.
+func fileModules(n int, pattern string) []byte {
+	mods := make([]map[string]any, n)
+	for i := range mods {
+		mods[i] = map[string]any{"key": fmt.Sprintf("f%d", i), "type": "t", "url": fmt.Sprintf("/f%d", i),
+			"signaturePatterns": map[string]string{"fileName": pattern}}
+	}
+	doc, _ := json.Marshal(map[string]any{"identifier": "a", "modules": map[string]any{"custom-file-format": mods}})
+	return doc
+}
+
+// TestParsePatternBounds: each signaturePatterns pattern is bounded in
+// length and compiled size, and the descriptor's patterns in number,
+// bytes and compiled size; a defect names the module.
+func TestParsePatternBounds(t *testing.T) {
+	nineK := strings.Repeat(`\w{1000}`, 9) // 9,000-odd steps: within one pattern's bound
+	for name, c := range map[string]struct {
+		doc  []byte
+		want string
+	}{
+		"long":         {fileModules(1, strings.Repeat("a", MaxPatternBytes+1)), `modules.custom-file-format[0] (key "f0"): signaturePatterns.fileName is 1001 bytes long; a pattern may have at most 1000`},
+		"costly":       {fileModules(1, strings.Repeat(`\w{1000}`, 11)), `(key "f0"): signaturePatterns.fileName compiles to more than 10000 steps`},
+		"nested":       {fileModules(1, `(?:\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w\w){1000}`), "compiles to more than 10000 steps"},
+		"many":         {fileModules(MaxPatterns+1, "a"), `(key "f500"): signaturePatterns.fileName brings the descriptor's signaturePatterns over 500 patterns`},
+		"costly sum":   {fileModules(30, nineK), `(key "f22"): signaturePatterns.fileName brings the descriptor's signaturePatterns over 200000 compiled steps`},
+		"bytes in all": {fileModules(80, strings.Repeat("a", 900)), `(key "f72"): signaturePatterns.fileName brings the descriptor's signaturePatterns over 500 patterns or 65536 bytes`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("m", c.doc)
+			var defects *Defects
+			if !errors.As(err, &defects) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse error %v\nwant one with %q", err, c.want)
+			}
+			if len(defects.List) != 1 {
+				t.Errorf("%d defects, want 1: %v", len(defects.List), err)
+			}
+		})
+	}
+	if _, err := Parse("m", fileModules(20, nineK)); err != nil {
+		t.Errorf("patterns within the bounds: %v", err)
+	}
+}
+
+// TestParseCostlyPatternsIsQuick: a descriptor of the largest size made of
+// large patterns that compile is checked at once, not in tens of seconds.
+func TestParseCostlyPatternsIsQuick(t *testing.T) {
+	pattern := strings.Repeat(`(?:\w{1000})`, 400)
+	one, two := fileModules(1, pattern), fileModules(2, pattern)
+	doc := fileModules((MaxSize-len(one))/(len(two)-len(one)), pattern)
+	start := time.Now()
+	if _, err := Parse("m", doc); err == nil {
+		t.Fatal("a descriptor of 5 KB patterns passed")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("checking a %d-byte descriptor of patterns took %v", len(doc), took)
+	}
 }

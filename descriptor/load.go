@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,9 @@ func (l *Loader) fetch(ctx context.Context, address string) ([]byte, error) {
 		return nil, fmt.Errorf("app descriptor address: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
+	sameOrigin := *client
+	sameOrigin.CheckRedirect = checkSameOrigin
+	resp, err := sameOrigin.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetching the app descriptor: %w", err)
 	}
@@ -115,6 +118,30 @@ func (l *Loader) fetch(ctx context.Context, address string) ([]byte, error) {
 		return nil, fmt.Errorf("fetching the app descriptor from %s: %w", req.URL.Redacted(), err)
 	}
 	return data, nil
+}
+
+// MaxRedirects bounds the redirects followed from a descriptor address.
+const MaxRedirects = 3
+
+// checkSameOrigin follows a redirect of the descriptor address only within
+// its origin (scheme, host and port), and at most MaxRedirects: what
+// another origin answers is not the app's descriptor.
+func checkSameOrigin(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	if origin(req.URL) != origin(first) {
+		return fmt.Errorf("the app redirected its descriptor address to another origin, %s; servicegate follows redirects only within %s",
+			origin(req.URL), origin(first))
+	}
+	if len(via) > MaxRedirects {
+		return fmt.Errorf("the app redirected its descriptor address more than %d times", MaxRedirects)
+	}
+	return nil
+}
+
+// origin is the scheme and host (with any port) of u, without user
+// information.
+func origin(u *url.URL) string {
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
 }
 
 // keptPath is where the last good copy of address is kept.

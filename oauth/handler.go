@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -96,9 +97,16 @@ type HandlerConfig struct {
 	// sends the user back. Required.
 	CallbackPath string
 	// RedirectURI is the absolute redirect_uri of authorization requests;
-	// empty builds it from the request's scheme and host and CallbackPath.
+	// empty builds it from Origin and CallbackPath.
 	RedirectURI string
-	// LogoutPath forgets the session and redirects to LogoutRedirect.
+	// Origin is the scheme and host (and any port) of the site a request
+	// is for, from which the redirect_uri is built when RedirectURI is
+	// empty; an error refuses the sign-in with its message. It must not
+	// take the request's Host header as it comes: the client chooses it.
+	// One of RedirectURI and Origin is required.
+	Origin func(*http.Request) (string, error)
+	// LogoutPath forgets the session on a same-origin POST and redirects
+	// to LogoutRedirect; a GET shows a page with a button that POSTs.
 	// Required, and not CallbackPath.
 	LogoutPath string
 	// LogoutRedirect is where signing out sends the user. Default "/".
@@ -163,6 +171,9 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	if cfg.CallbackPath == cfg.LogoutPath {
 		return nil, errors.New("the callback and logout paths must differ")
+	}
+	if cfg.RedirectURI == "" && cfg.Origin == nil {
+		return nil, errors.New("a RedirectURI or an Origin is required: the request's Host header is the client's to choose")
 	}
 	if cfg.LogoutRedirect == "" {
 		cfg.LogoutRedirect = "/"
@@ -268,6 +279,21 @@ func (h *Handler) passOn(r *http.Request, s Session) {
 	stripCookies(hd, h.cfg.CookieName, h.stateCookie)
 }
 
+// Carries reports whether header carries one of the handler's cookies:
+// the session's or the login state's.
+func (h *Handler) Carries(header http.Header) bool {
+	return cookieValue(header, h.cfg.CookieName) != "" || cookieValue(header, h.stateCookie) != ""
+}
+
+// StripCookies removes the handler's cookies (the session's and the login
+// state's) from header and keeps every other cookie. A server that passes
+// requests to the app by other ways than Serve (public paths, requests
+// with a token of their own) calls it, so that the app never receives
+// the session cookie.
+func (h *Handler) StripCookies(header http.Header) {
+	stripCookies(header, h.cfg.CookieName, h.stateCookie)
+}
+
 // setHeader replaces every inbound value of a header with v (none when v is
 // empty), reusing the inbound slice when there is one.
 func setHeader(h http.Header, name, v string) {
@@ -362,7 +388,12 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) error {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		returnTo, status = safeReturn(h.requestURI(r)), http.StatusFound
 	}
-	state, authorizeURL, err := h.cfg.Manager.Begin(r.Context(), h.redirectFor(r), returnTo)
+	redirectURI, err := h.redirectFor(r)
+	if err != nil {
+		h.report(LoginUnavailable, err)
+		return h.refuse(w, r, http.StatusInternalServerError, "Signing in is not set up on this site: "+err.Error())
+	}
+	state, authorizeURL, err := h.cfg.Manager.Begin(r.Context(), redirectURI, returnTo)
 	if err != nil {
 		h.report(LoginUnavailable, err)
 		w.Header().Set("Retry-After", "5")
@@ -390,15 +421,15 @@ func (h *Handler) stateCookieOf(state, path string) *http.Cookie {
 }
 
 // redirectFor is the absolute redirect_uri for a request.
-func (h *Handler) redirectFor(r *http.Request) string {
+func (h *Handler) redirectFor(r *http.Request) (string, error) {
 	if h.cfg.RedirectURI != "" {
-		return h.cfg.RedirectURI
+		return h.cfg.RedirectURI, nil
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	origin, err := h.cfg.Origin(r)
+	if err != nil {
+		return "", err
 	}
-	return scheme + "://" + r.Host + h.cfg.CallbackPath
+	return strings.TrimSuffix(origin, "/") + h.cfg.CallbackPath, nil
 }
 
 // safeReturn keeps only same-site relative paths: "/x" stays, while
@@ -501,11 +532,28 @@ func errorCode(s string) string {
 	return s
 }
 
-// serveLogout forgets the session and sends the user on.
+// serveLogout ends the session on a same-site POST and sends the user
+// on. A GET (a link, or a cross-site image or redirect) ends nothing: it
+// shows a page whose button POSTs to the logout path.
 func (h *Handler) serveLogout(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		h.writeLogoutPage(w, http.StatusOK, "Sign out of this app on this browser?")
+		return nil
+	case http.MethodPost:
+	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		return h.refuse(w, r, http.StatusMethodNotAllowed, "Sign out with GET or POST.")
+		return h.refuse(w, r, http.StatusMethodNotAllowed, "Sign out with the button of the sign-out page (a POST).")
+	}
+	if !sameOrigin(r) {
+		w.Header().Set("Cache-Control", "no-store")
+		if respond.WantsHTML(r.Header) {
+			h.writeLogoutPage(w, http.StatusForbidden,
+				"The request to sign out came from another site, so you are still signed in. Sign out here if you meant to.")
+			return nil
+		}
+		return h.refuse(w, r, http.StatusForbidden,
+			"Signing out takes a POST from this site's own pages: the request came from another site, or said from where it came in no header (Sec-Fetch-Site, Origin or Referer).")
 	}
 	var err error
 	if c, cerr := r.Cookie(h.cfg.CookieName); cerr == nil {
@@ -517,6 +565,31 @@ func (h *Handler) serveLogout(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", h.cfg.LogoutRedirect)
 	w.WriteHeader(http.StatusSeeOther)
 	return nil
+}
+
+// writeLogoutPage writes the page with the sign-out button.
+func (h *Handler) writeLogoutPage(w http.ResponseWriter, status int, message string) {
+	respond.WritePage(w, status, respond.Page{Title: "Sign out", Message: message, Action: h.cfg.LogoutPath, ActionText: "Sign out"})
+}
+
+// sameOrigin reports whether a browser sent r from this site's own pages:
+// by Sec-Fetch-Site when the browser sends it (same-origin, or none for
+// the user's own action), else by the host of Origin or Referer. A
+// request that says nothing of where it came from is not.
+func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
+	from := r.Header.Get("Origin")
+	if from == "" || from == "null" {
+		from = r.Header.Get("Referer")
+	}
+	u, err := url.Parse(from)
+	return from != "" && err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
 // clearCookie tells the browser to drop one of the handler's cookies.

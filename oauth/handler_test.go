@@ -25,6 +25,7 @@ type handlerRig struct {
 	errs     []error
 	refusals []int
 	seen     *http.Request
+	header   http.Header // sent with every request
 }
 
 func newHandlerRig(t *testing.T, change func(*HandlerConfig)) *handlerRig {
@@ -64,6 +65,9 @@ func (hr *handlerRig) serve(t *testing.T, method, target, accept string, cookies
 	r := httptest.NewRequest(method, "https://app.example"+target, nil)
 	if accept != "" {
 		r.Header.Set("Accept", accept)
+	}
+	for k, vs := range hr.header {
+		r.Header[k] = vs
 	}
 	for _, c := range cookies {
 		r.AddCookie(c)
@@ -261,6 +265,7 @@ func TestHandlerStoreDown(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || hr.lastEvent() != LoginUnavailable {
 		t.Fatalf("login unstartable: %d, event %v", rec.Code, hr.lastEvent())
 	}
+	hr.header = http.Header{"Sec-Fetch-Site": {"same-origin"}}
 	rec, _ = hr.serve(t, http.MethodPost, "/oauth/logout", browserAccept, &http.Cookie{Name: "sid", Value: "abc"})
 	if rec.Code != http.StatusSeeOther || hr.lastEvent() != Logout || !errors.Is(hr.errs[len(hr.errs)-1], errStoreDown) {
 		t.Fatalf("logout with the store down: %d, event %v %v", rec.Code, hr.lastEvent(), hr.errs)
@@ -341,7 +346,9 @@ func TestHandlerBackToUsedCallback(t *testing.T) {
 func TestHandlerLogoutAndEndedSession(t *testing.T) {
 	hr := newHandlerRig(t, func(c *HandlerConfig) { c.CookieDomain = "app.example"; c.CookiePath = "/app" })
 	session := hr.signIn(t, "/app/x")
-	rec, _ := hr.serve(t, http.MethodGet, "/oauth/logout", browserAccept, session)
+	hr.header = http.Header{"Origin": {"https://app.example"}}
+	rec, _ := hr.serve(t, http.MethodPost, "/oauth/logout", browserAccept, session)
+	hr.header = nil
 	cleared := cookieOf(rec, "sid")
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/bye" || cleared == nil || cleared.MaxAge != -1 ||
 		cleared.Domain != "app.example" || cleared.Path != "/app" || hr.lastEvent() != Logout {
@@ -400,7 +407,7 @@ func TestHandlerWrap(t *testing.T) {
 func TestNewHandlerRefuses(t *testing.T) {
 	r := newRig(t)
 	valid := func() HandlerConfig {
-		return HandlerConfig{Manager: r.m, CallbackPath: "/cb", LogoutPath: "/out", CookieName: "sid"}
+		return HandlerConfig{Manager: r.m, CallbackPath: "/cb", LogoutPath: "/out", CookieName: "sid", RedirectURI: testRedirect}
 	}
 	tests := []struct {
 		name   string
@@ -415,6 +422,7 @@ func TestNewHandlerRefuses(t *testing.T) {
 		{"cookie path with a semicolon", func(c *HandlerConfig) { c.CookiePath = "/a;b" }, "not valid"},
 		{"cookie domain", func(c *HandlerConfig) { c.CookieDomain = "bad domain" }, "not valid"},
 		{"callback path unfit for a cookie", func(c *HandlerConfig) { c.CallbackPath = "/cb;x" }, "state cookie"},
+		{"neither redirect_uri nor origin", func(c *HandlerConfig) { c.RedirectURI = "" }, "Host header"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -560,5 +568,94 @@ func BenchmarkHandlerSession(b *testing.B) {
 	}
 	if r.Header.Get("Authorization") != "Bearer eyJ.access.token" {
 		b.Fatal("the token was not passed on")
+	}
+}
+
+// TestHandlerLogoutNeedsSameSitePost: a GET to the logout path (a link, an
+// image or a redirect from another site) shows a page with a button and
+// ends nothing; only a POST from the site's own pages ends the session.
+func TestHandlerLogoutNeedsSameSitePost(t *testing.T) {
+	hr := newHandlerRig(t, nil)
+	session := hr.signIn(t, "/x")
+	alive := func(what string) {
+		t.Helper()
+		hr.seen = nil
+		hr.header = nil
+		if rec, _ := hr.serve(t, http.MethodGet, "/x", browserAccept, session); rec.Code != http.StatusOK || hr.seen == nil {
+			t.Fatalf("after %s the session ended: %d", what, rec.Code)
+		}
+	}
+
+	rec, _ := hr.serve(t, http.MethodGet, "/oauth/logout", browserAccept, session)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `<form method="post" action="/oauth/logout"><button type="submit">Sign out</button></form>`) ||
+		cookieOf(rec, "sid") != nil {
+		t.Fatalf("GET: %d %v %s", rec.Code, rec.Result().Cookies(), rec.Body)
+	}
+	alive("a GET")
+
+	for name, c := range map[string]struct {
+		header http.Header
+		accept string
+	}{
+		"cross-site":             {http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://app.example"}}, browserAccept},
+		"same-site sibling":      {http.Header{"Sec-Fetch-Site": {"same-site"}}, browserAccept},
+		"another Origin":         {http.Header{"Origin": {"https://evil.example"}}, browserAccept},
+		"another Referer":        {http.Header{"Referer": {"https://evil.example/app.example"}}, "application/json"},
+		"an opaque Origin":       {http.Header{"Origin": {"null"}}, browserAccept},
+		"a look-alike Origin":    {http.Header{"Origin": {"https://app.example.evil.example"}}, browserAccept},
+		"no header saying where": {nil, "application/json"},
+	} {
+		hr.header = c.header
+		rec, _ := hr.serve(t, http.MethodPost, "/oauth/logout", c.accept, session)
+		if rec.Code != http.StatusForbidden || cookieOf(rec, "sid") != nil {
+			t.Fatalf("POST %s: %d %v", name, rec.Code, rec.Result().Cookies())
+		}
+		if c.accept == browserAccept && !strings.Contains(rec.Body.String(), `<form method="post"`) {
+			t.Errorf("POST %s: the page has no button to sign out: %s", name, rec.Body)
+		}
+		alive("a POST " + name)
+	}
+
+	for name, h := range map[string]http.Header{
+		"Sec-Fetch-Site same-origin": {"Sec-Fetch-Site": {"same-origin"}},
+		"its own Origin":             {"Origin": {"https://APP.example"}},
+		"its own Referer":            {"Referer": {"https://app.example/x?y=1"}},
+	} {
+		session := hr.signIn(t, "/x")
+		hr.header = h
+		rec, _ := hr.serve(t, http.MethodPost, "/oauth/logout", browserAccept, session)
+		if rec.Code != http.StatusSeeOther || cookieOf(rec, "sid") == nil || cookieOf(rec, "sid").MaxAge != -1 {
+			t.Fatalf("POST with %s: %d %v", name, rec.Code, rec.Result().Cookies())
+		}
+		hr.header = nil
+		if rec, _ := hr.serve(t, http.MethodGet, "/x", browserAccept, session); rec.Code != http.StatusFound {
+			t.Fatalf("after a POST with %s the session lives on: %d", name, rec.Code)
+		}
+	}
+}
+
+// TestHandlerRedirectURIFromOrigin: without RedirectURI the redirect_uri
+// is built from Origin, never from the Host header; an Origin that fails
+// refuses the sign-in with its message.
+func TestHandlerRedirectURIFromOrigin(t *testing.T) {
+	fail := false
+	hr := newHandlerRig(t, func(c *HandlerConfig) {
+		c.RedirectURI = ""
+		c.Origin = func(*http.Request) (string, error) {
+			if fail {
+				return "", errors.New("no host name for this site")
+			}
+			return "https://app.example/", nil
+		}
+	})
+	rec, _ := hr.serve(t, http.MethodGet, "/x", browserAccept)
+	loc, _ := url.Parse(rec.Header().Get("Location"))
+	if rec.Code != http.StatusFound || loc.Query().Get("redirect_uri") != "https://app.example/oauth/callback" {
+		t.Fatalf("%d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	fail = true
+	rec, _ = hr.serve(t, http.MethodGet, "/x", browserAccept)
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "no host name for this site") || hr.lastEvent() != LoginUnavailable {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }

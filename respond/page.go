@@ -21,6 +21,9 @@ type Page struct {
 	LinkText string
 	// Note is a line in small print under the rest.
 	Note string
+	// Action, when set, is a same-site path the page's button POSTs to
+	// (a form without fields); ActionText is the button's text.
+	Action, ActionText string
 }
 
 // SetPageHeaders sets the headers of an HTML page that servicegate writes:
@@ -65,6 +68,13 @@ func (p Page) HTML() string {
 		b.WriteString(`">`)
 		b.WriteString(html.EscapeString(text))
 		b.WriteString("</a></p>\n")
+	}
+	if strings.HasPrefix(p.Action, "/") && linkAllowed(p.Action) {
+		b.WriteString(`<form method="post" action="`)
+		b.WriteString(html.EscapeString(p.Action))
+		b.WriteString(`"><button type="submit">`)
+		b.WriteString(html.EscapeString(p.ActionText))
+		b.WriteString("</button></form>\n")
 	}
 	if p.Note != "" {
 		b.WriteString("<p><small>")

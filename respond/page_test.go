@@ -104,3 +104,16 @@ func safeLinkOr(link string) string {
 	}
 	return ""
 }
+
+// TestPageAction: a page's button POSTs only to a same-site path.
+func TestPageAction(t *testing.T) {
+	got := Page{Title: "t", Action: "/out?a=1&b=2", ActionText: "Sign <out>"}.HTML()
+	if !strings.Contains(got, `<form method="post" action="/out?a=1&amp;b=2"><button type="submit">Sign &lt;out&gt;</button></form>`) {
+		t.Errorf("page: %s", got)
+	}
+	for _, action := range []string{"//evil.example/out", "https://evil.example/out", "javascript:alert(1)", "/\\evil"} {
+		if got := (Page{Title: "t", Action: action, ActionText: "x"}).HTML(); strings.Contains(got, "<form") {
+			t.Errorf("action %q kept: %s", action, got)
+		}
+	}
+}

@@ -74,7 +74,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <body>
 <h1>Demo app</h1>
 <p id="who">Signed in as user {{.User}} of {{.Organization}}.</p>
-<p><a href="/oauth/logout">Sign out</a></p>
+<form method="post" action="/oauth/logout"><button type="submit">Sign out</button></form>
 </body>
 </html>
 `))

@@ -1,0 +1,120 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requestWithHost sends a GET for path to the test Caddy with the Host
+// header host, as a client that chooses it would.
+func requestWithHost(t *testing.T, host, path string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequest(http.MethodGet, e2eURL(path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// TestServiceAppBaseURLNeverFromHost: the served descriptor's baseUrl is
+// base_url, else the site's own host name and the port the request came
+// in on; a Host header of the client's choosing is never written into it,
+// and a site without a host name and without base_url refuses to guess.
+func TestServiceAppBaseURLNeverFromHost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	site := func(address, extra string) string {
+		return address + ` {
+	service_app {
+		descriptor ` + path + `
+		client_id demo-client
+		client_secret demo-client-secret
+		app_secret demo-app-secret
+		` + extra + `
+	}
+	respond "the app"
+}
+`
+	}
+	baseURL := func(t *testing.T, host string) string {
+		t.Helper()
+		resp, body := requestWithHost(t, host, "/manifest.json", nil)
+		var d map[string]any
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &d) != nil {
+			t.Fatalf("Host %s: %d %s", host, resp.StatusCode, body)
+		}
+		s, _ := d["baseUrl"].(string)
+		return s
+	}
+
+	t.Run("a site with a host name", func(t *testing.T) {
+		startCaddy(t, site("http://localhost:{port}", ""))
+		for _, host := range []string{fmt.Sprintf("localhost:%d", e2eHTTPPort), "LOCALHOST:1", "localhost"} {
+			if got := baseURL(t, host); got != e2eBase() {
+				t.Errorf("Host %s: baseUrl %q, want %q", host, got, e2eBase())
+			}
+		}
+	})
+	t.Run("a site without a host name and base_url", func(t *testing.T) {
+		startCaddy(t, site(":{port}", "base_url https://app.example.com/"))
+		if got := baseURL(t, "evil.example"); got != "https://app.example.com" {
+			t.Errorf("baseUrl %q", got)
+		}
+	})
+	t.Run("a site without a host name and without base_url", func(t *testing.T) {
+		startCaddy(t, site(":{port}", ""))
+		resp, body := requestWithHost(t, "evil.example", "/manifest.json", nil)
+		if resp.StatusCode != http.StatusInternalServerError || strings.Contains(body, "evil.example") || !strings.Contains(body, "base_url") {
+			t.Errorf("%d %s", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestServiceOAuthRedirectURINeverFromHost: a relative redirect_uri is
+// made absolute with the site's own host name, never with the request's
+// Host header; a site without a host name refuses to guess.
+func TestServiceOAuthRedirectURINeverFromHost(t *testing.T) {
+	rig := newOAuthRig(t)
+	browser := map[string]string{"Accept": "text/html"}
+	redirectURI := func(t *testing.T, resp *http.Response, body string) string {
+		t.Helper()
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		if resp.StatusCode != http.StatusFound || err != nil {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		return loc.Query().Get("redirect_uri")
+	}
+
+	startCaddy(t, rig.site(""))
+	resp, body := requestWithHost(t, "localhost:1", "/", browser)
+	if got := redirectURI(t, resp, body); got != e2eURL("/oauth/callback") {
+		t.Errorf("redirect_uri %q, want %q", got, e2eURL("/oauth/callback"))
+	}
+
+	startCaddy(t, strings.Replace(rig.site(""), "http://localhost:{port} {", ":{port} {", 1))
+	resp, body = requestWithHost(t, "evil.example", "/", browser)
+	if resp.StatusCode != http.StatusInternalServerError || strings.Contains(body, "evil.example") || !strings.Contains(body, "redirect_uri") {
+		t.Errorf("a site without a host name: %d %s", resp.StatusCode, body)
+	}
+}
