@@ -35,6 +35,7 @@ const appAdaptTimeout = 5 * time.Second
 //	service_app {
 //		descriptor <file|address>       # the app descriptor (required)
 //		descriptor_path <path>|off      # where the service reads it; default /manifest.json
+//		health <path>|off               # the health check; default /servicegate/health
 //		base_url <url>                  # the app's public address; default: from the request
 //		client_id <client_id>
 //		client_secret <secret>          # verifies tokens (HS256), runs the sign-in
@@ -69,6 +70,8 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = appOneArg(d, &a.Descriptor)
 		case "descriptor_path":
 			err = appOneArg(d, &a.DescriptorPath)
+		case "health":
+			err = appOneArg(d, &a.Health)
 		case "base_url":
 			err = appOneArg(d, &a.BaseURL)
 		case "client_id":
@@ -127,7 +130,7 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (a *ServiceApp) expandWhileAdapting(at caddyfile.Token) error {
 	ctx, cancel := context.WithTimeout(context.Background(), appAdaptTimeout)
 	defer cancel()
-	desc, err := loadDescriptor(ctx, a.Descriptor, nil)
+	loaded, err := loadDescriptor(ctx, a.Descriptor, nil)
 	var defects *descriptor.Defects
 	switch {
 	case errors.As(err, &defects):
@@ -138,7 +141,7 @@ func (a *ServiceApp) expandWhileAdapting(at caddyfile.Token) error {
 		// The app is not up yet: the routes are made when the config loads.
 		return nil
 	}
-	routes, err := a.Expand(desc)
+	routes, err := a.Expand(loaded.Descriptor)
 	if err != nil {
 		return errAt(at, err.Error())
 	}
