@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/health"
@@ -103,7 +104,53 @@ func (a *ServiceApp) provisionHealth(ctx caddy.Context) error {
 		a.exact[hc.path] = appHealthHandler{hc}
 	}
 	appHealth.Store(a, hc)
+	registerCollector(ctx.GetMetricsRegistry(), prometheus.Collector(descriptorCollector))
 	return nil
+}
+
+// descriptorCollector reports the descriptor of every service_app when
+// scraped: servicegate_app_descriptor_stale (1 while the last good copy
+// serves because the app did not answer it) and
+// servicegate_app_descriptor_read_timestamp_seconds (when the copy in use
+// was read: a time, not an age, as Prometheus advises), by app (the
+// descriptor's identifier: bounded by the config). Two blocks of one app
+// (or the old and the new config during a reload) report the older copy.
+var descriptorCollector = &appDescriptorCollector{
+	stale: prometheus.NewDesc("servicegate_app_descriptor_stale",
+		"1 while service_app serves the last good copy of the app's descriptor because the app did not answer it, else 0, by app.", []string{"app"}, nil),
+	readAt: prometheus.NewDesc("servicegate_app_descriptor_read_timestamp_seconds",
+		"When the copy of the app's descriptor in use was read (Unix time), by app.", []string{"app"}, nil),
+}
+
+type appDescriptorCollector struct{ stale, readAt *prometheus.Desc }
+
+func (c *appDescriptorCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.stale; ch <- c.readAt }
+
+func (c *appDescriptorCollector) Collect(ch chan<- prometheus.Metric) {
+	type state struct {
+		stale  float64
+		readAt time.Time
+	}
+	byApp := map[string]state{}
+	appHealth.Range(func(_, v any) bool {
+		hc := v.(*appHealthCheck)
+		d := hc.checker.Descriptor()
+		s := byApp[hc.app]
+		if d.State != health.DescriptorRead {
+			s.stale = 1
+		}
+		if !d.At.IsZero() && (s.readAt.IsZero() || d.At.Before(s.readAt)) {
+			s.readAt = d.At
+		}
+		byApp[hc.app] = s
+		return true
+	})
+	for app, s := range byApp {
+		ch <- prometheus.MustNewConstMetric(c.stale, prometheus.GaugeValue, s.stale, app)
+		if !s.readAt.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.readAt, prometheus.GaugeValue, float64(s.readAt.UnixMilli())/1e3, app)
+		}
+	}
 }
 
 // appQueueHealth is what the health check reads of one webhook queue.

@@ -1,12 +1,20 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
+	"github.com/servicegate/servicegate/cluster/redistest"
 	"github.com/servicegate/servicegate/version"
 )
 
@@ -26,6 +34,18 @@ func scrapeMetrics(t *testing.T) string {
 	return string(body)
 }
 
+// metricFamilies maps the name of each metric family of an exposition to
+// its type.
+func metricFamilies(exposition string) map[string]string {
+	out := map[string]string{}
+	for line := range strings.Lines(exposition) {
+		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+			out[f[2]] = f[3]
+		}
+	}
+	return out
+}
+
 // TestBuildInfoMetricE2E: a Caddy running any servicegate handler reports
 // servicegate_build_info with the version of the binary.
 func TestBuildInfoMetricE2E(t *testing.T) {
@@ -43,5 +63,143 @@ localhost:{port} {
 	}
 	if v := version.Get(); v == "" || v == "unknown" {
 		t.Errorf("version.Get() = %q", v)
+	}
+}
+
+// metricNameInQuery finds the metric names of servicegate in a PromQL
+// expression.
+var metricNameInQuery = regexp.MustCompile(`\bservicegate_[a-z0-9_]+`)
+
+// TestExamplesNameServicegateMetrics: the Grafana dashboard and the
+// Prometheus alerts of examples/ name only metrics servicegate registers
+// (gathered from a Caddy running every handler, the webhook queue and
+// Redis), and the dashboard shows every one of them. Where promtool is
+// installed, it checks the alert rules and the dashboard's queries.
+func TestExamplesNameServicegateMetrics(t *testing.T) {
+	srv := redistest.Start(t)
+	app := newAppUpstream(t)
+	sites := strings.Replace(appSites(app.URL+"/manifest.json", strings.TrimPrefix(app.URL, "http://")),
+		"public /assets/*", `public /assets/*
+		sign_in {
+			cookie_secure off
+		}
+		webhook {
+			queue {
+				to `+app.URL+`
+			}
+		}
+		limits {
+			spill_key 0123456789abcdef-shared
+		}`, 1)
+	startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t}", sites)
+	registered := map[string]bool{}
+	for name, typ := range metricFamilies(scrapeMetrics(t)) {
+		if !strings.HasPrefix(name, "servicegate_") {
+			continue
+		}
+		registered[name] = true
+		if typ == "histogram" {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				registered[name+s] = true
+			}
+		}
+	}
+	for _, must := range []string{"servicegate_build_info", "servicegate_webhook_queue_depth", "servicegate_redis_errors_total", "servicegate_app_descriptor_stale", "servicegate_oauth_events_total"} {
+		if !registered[must] {
+			t.Fatalf("the running Caddy does not report %s: the config does not use every part", must)
+		}
+	}
+
+	// The dashboard's queries, and every metric family shown.
+	raw, err := os.ReadFile("../examples/grafana/servicegate.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("examples/grafana/servicegate.json: %v", err)
+	}
+	var dashExprs []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			dashExprs = append(dashExprs, tg.Expr)
+		}
+	}
+
+	// The alert rules.
+	raw, err = os.ReadFile("../examples/prometheus/servicegate-alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatalf("examples/prometheus/servicegate-alerts.yml: %v", err)
+	}
+	var alertExprs []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alertExprs = append(alertExprs, r.Expr)
+		}
+	}
+	if len(dashExprs) == 0 || len(alertExprs) == 0 {
+		t.Fatalf("%d dashboard queries, %d alert rules", len(dashExprs), len(alertExprs))
+	}
+
+	shown := map[string]bool{}
+	for file, exprs := range map[string][]string{"dashboard": dashExprs, "alerts": alertExprs} {
+		for _, e := range exprs {
+			for _, name := range metricNameInQuery.FindAllString(e, -1) {
+				if !registered[name] {
+					t.Errorf("the %s name %s, which servicegate does not register", file, name)
+				}
+				if file == "dashboard" {
+					shown[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")] = true
+				}
+			}
+		}
+	}
+	for name := range registered {
+		if !shown[name] && !strings.HasSuffix(name, "_bucket") && !strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") {
+			t.Errorf("the dashboard does not show %s", name)
+		}
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool is not installed (Debian: apt-get install prometheus): the PromQL is not checked here; CI checks the rules")
+		return
+	}
+	if out, err := exec.Command(promtool, "check", "rules", "../examples/prometheus/servicegate-alerts.yml").CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+	// The dashboard's queries, with Grafana's variables given values, as
+	// recording rules promtool can parse.
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	grafana := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	for i, e := range dashExprs {
+		q, _ := json.Marshal(grafana.Replace(e))
+		fmt.Fprintf(&b, "      - record: dashboard:query%d\n        expr: %s\n", i, q)
+	}
+	path := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", path).CombinedOutput(); err != nil {
+		t.Errorf("the dashboard's queries do not parse: %v\n%s", err, out)
 	}
 }
