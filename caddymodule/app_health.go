@@ -57,8 +57,18 @@ func descriptorState(l *descriptor.Loaded) health.Descriptor {
 
 // provisionHealth sets up the app's health check: its endpoint among the
 // exact paths, so that it is answered before any token check, and its
-// entry for the admin API.
+// entry for the admin API. It runs last in Provision: on an error it lets
+// go of what the routes hold, as Caddy cleans up only modules that
+// provisioned.
 func (a *ServiceApp) provisionHealth(ctx caddy.Context) error {
+	if err := a.setUpHealth(ctx); err != nil {
+		_ = a.Cleanup()
+		return err
+	}
+	return nil
+}
+
+func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
 	hc := &appHealthCheck{app: cmp.Or(a.desc.Identifier, a.desc.Name)}
 	hc.checker.Descriptor = func() health.Descriptor { return a.descState }
 	sg, err := servicegateApp(ctx)

@@ -6,10 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/servicegate/servicegate/cluster/redistest"
 )
@@ -210,5 +214,32 @@ func TestServiceAppHealthPath(t *testing.T) {
 	startCaddy(t, sites("health off"))
 	if status, _, _ := probe(t, http.MethodHead, e2eURL(appDefaultHealthPath)); status != http.StatusUnauthorized {
 		t.Errorf("health off: %d, want 401", status)
+	}
+}
+
+// TestServiceAppHealthRefusals: a health path that is not a path, or that
+// is already one of the app's, stops the config with a message that says
+// what to do; nothing of the refused app is left for the admin API.
+func TestServiceAppHealthRefusals(t *testing.T) {
+	if err := (&ServiceApp{Descriptor: "d", Health: "healthz"}).Validate(); err == nil || !strings.Contains(err.Error(), "health must be a path starting with /, or off") {
+		t.Errorf("health healthz: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+	defer cancel()
+	a := &ServiceApp{Descriptor: path, ClientID: "c", ClientSecret: "s", AppSecrets: []string{"w"}, Health: "/webhooks"}
+	err := a.Provision(ctx)
+	if err == nil {
+		_ = a.Cleanup()
+		t.Fatal("a health path on the webhook module's url provisioned")
+	}
+	if !strings.Contains(err.Error(), "the health check's path /webhooks is also a path of the app") {
+		t.Errorf("error %q", err)
+	}
+	if _, ok := appHealth.Load(a); ok {
+		t.Error("the refused app is left in the admin API's list")
 	}
 }
