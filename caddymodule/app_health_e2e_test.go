@@ -164,8 +164,18 @@ func newForwarder(t *testing.T, upstream string, down func(*http.Request) bool) 
 // does not, and the Redis address without credentials.
 func TestServiceAppHealthRedisE2E(t *testing.T) {
 	srv := redistest.Start(t)
+	// A Redis with a password, given in the URL: the answer must never
+	// show it.
+	const password = "s3cret-redis-password"
+	requirePassword := func() {
+		if _, err := srv.Do("CONFIG", "SET", "requirepass", password); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requirePassword()
+	url := strings.Replace(srv.URL(), "redis://", "redis://:"+password+"@", 1)
 	app := newAppUpstream(t)
-	startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t\ttimeout 500ms\n\t}",
+	startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+url+"\n\t\ttimeout 500ms\n\t}",
 		strings.Replace(appSites(app.URL+"/manifest.json", strings.TrimPrefix(app.URL, "http://")),
 			"public /assets/*", "public /assets/*\n\t\tlimits {\n\t\t\tspill_key 0123456789abcdef-shared\n\t\t}", 1))
 
@@ -173,14 +183,17 @@ func TestServiceAppHealthRedisE2E(t *testing.T) {
 	if status != http.StatusOK || a.Checks.Redis == nil || a.Checks.Redis.State != "ok" || a.Checks.Redis.Address != srv.Addr {
 		t.Fatalf("Redis up: %d %s", status, body)
 	}
+	if strings.Contains(body, password) {
+		t.Errorf("the answer shows the Redis password: %s", body)
+	}
 	srv.Stop()
 	status, a, body = probe(t, http.MethodGet, e2eURL(appDefaultHealthPath))
 	if status != http.StatusServiceUnavailable || a.Status != "unavailable" || !strings.Contains(a.Reason, "Redis does not answer") ||
 		a.Checks.Redis == nil || a.Checks.Redis.State != "unreachable" {
 		t.Errorf("Redis down: %d %s", status, body)
 	}
-	if strings.Contains(body, "redis://") {
-		t.Errorf("the answer quotes the Redis URL: %s", body)
+	if strings.Contains(body, "redis://") || strings.Contains(body, password) {
+		t.Errorf("the answer quotes the Redis URL or its password: %s", body)
 	}
 	resp, err := http.Get(adminHealthURL())
 	if err != nil {
@@ -191,6 +204,7 @@ func TestServiceAppHealthRedisE2E(t *testing.T) {
 		t.Errorf("admin with Redis down: %d", resp.StatusCode)
 	}
 	srv.Restart()
+	requirePassword()
 	if status, _, body := probe(t, http.MethodGet, e2eURL(appDefaultHealthPath)); status != http.StatusOK {
 		t.Errorf("Redis back: %d %s", status, body)
 	}
