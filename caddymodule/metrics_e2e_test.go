@@ -66,16 +66,11 @@ localhost:{port} {
 	}
 }
 
-// metricNameInQuery finds the metric names of servicegate in a PromQL
-// expression.
-var metricNameInQuery = regexp.MustCompile(`\bservicegate_[a-z0-9_]+`)
-
-// TestExamplesNameServicegateMetrics: the Grafana dashboard and the
-// Prometheus alerts of examples/ name only metrics servicegate registers
-// (gathered from a Caddy running every handler, the webhook queue and
-// Redis), and the dashboard shows every one of them. Where promtool is
-// installed, it checks the alert rules and the dashboard's queries.
-func TestExamplesNameServicegateMetrics(t *testing.T) {
+// everyPartExposition runs a Caddy with every part of servicegate (every
+// handler through service_app, the webhook queue, Redis) and returns its
+// metrics as Prometheus scrapes them.
+func everyPartExposition(t *testing.T) string {
+	t.Helper()
 	srv := redistest.Start(t)
 	app := newAppUpstream(t)
 	sites := strings.Replace(appSites(app.URL+"/manifest.json", strings.TrimPrefix(app.URL, "http://")),
@@ -92,8 +87,70 @@ func TestExamplesNameServicegateMetrics(t *testing.T) {
 			spill_key 0123456789abcdef-shared
 		}`, 1)
 	startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t}", sites)
+	return scrapeMetrics(t)
+}
+
+// TestMetricNamesFollowPrometheusPractice: every servicegate metric a
+// running Caddy reports is named as Prometheus advises (counters end in
+// _total and nothing else does; times in seconds, no other unit of time
+// or size) and carries only labels whose values the code or the config
+// bound: never an organization, user, token, path or id.
+func TestMetricNamesFollowPrometheusPractice(t *testing.T) {
+	exposition := everyPartExposition(t)
+	bounded := map[string]bool{"outcome": true, "answer": true, "event": true, "op": true, "dir": true, "app": true, "version": true, "le": true}
+	families := metricFamilies(exposition)
+	n := 0
+	for name, typ := range families {
+		if !strings.HasPrefix(name, "servicegate_") {
+			continue
+		}
+		n++
+		if (typ == "counter") != strings.HasSuffix(name, "_total") {
+			t.Errorf("%s is a %s: counters, and only counters, end in _total", name, typ)
+		}
+		for _, unit := range []string{"_milliseconds", "_ms", "_minutes", "_hours", "_kb", "_mb", "_kilobytes", "_megabytes", "_percent"} {
+			if strings.Contains(name+"_", unit+"_") {
+				t.Errorf("%s is not in base units (seconds, bytes, ratios)", name)
+			}
+		}
+		if (typ == "histogram" || strings.Contains(name, "_age") || strings.Contains(name, "_timestamp")) && !strings.HasSuffix(name, "_seconds") {
+			t.Errorf("%s measures time: it ends in _seconds", name)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d servicegate metrics reported: the config does not use every part", n)
+	}
+	for line := range strings.Lines(exposition) {
+		if !strings.HasPrefix(line, "servicegate_") {
+			continue
+		}
+		open := strings.IndexByte(line, '{')
+		if open < 0 {
+			continue
+		}
+		for _, m := range labelInSample.FindAllStringSubmatch(line[open:], -1) {
+			if label := m[1]; !bounded[label] {
+				t.Errorf("label %q of %s is not one whose values are bounded", label, line[:open])
+			}
+		}
+	}
+}
+
+// labelInSample finds the label names of a sample line, past its name.
+var labelInSample = regexp.MustCompile(`[{,]([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"`)
+
+// metricNameInQuery finds the metric names of servicegate in a PromQL
+// expression.
+var metricNameInQuery = regexp.MustCompile(`\bservicegate_[a-z0-9_]+`)
+
+// TestExamplesNameServicegateMetrics: the Grafana dashboard and the
+// Prometheus alerts of examples/ name only metrics servicegate registers
+// (gathered from a Caddy running every handler, the webhook queue and
+// Redis), and the dashboard shows every one of them. Where promtool is
+// installed, it checks the alert rules and the dashboard's queries.
+func TestExamplesNameServicegateMetrics(t *testing.T) {
 	registered := map[string]bool{}
-	for name, typ := range metricFamilies(scrapeMetrics(t)) {
+	for name, typ := range metricFamilies(everyPartExposition(t)) {
 		if !strings.HasPrefix(name, "servicegate_") {
 			continue
 		}
