@@ -139,6 +139,7 @@ type ServiceApp struct {
 	Routes []AppRoute `json:"routes,omitempty"`
 
 	desc       *descriptor.Descriptor
+	descState  health.Descriptor // what the health check reports of desc
 	exact      map[string]caddyhttp.MiddlewareHandler
 	prefixes   []appPrefix
 	public     caddyhttp.MatchPath
@@ -150,7 +151,6 @@ type ServiceApp struct {
 	cleanups   []caddy.CleanerUpper
 	logger     *zap.Logger
 	descriptor []byte // the filled descriptor when BaseURL is set
-	descState  health.Descriptor
 }
 
 // AppRoute is one route of service_app: a path and what guards it.

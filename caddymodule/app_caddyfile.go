@@ -35,7 +35,6 @@ const appAdaptTimeout = 5 * time.Second
 //	service_app {
 //		descriptor <file|address>       # the app descriptor (required)
 //		descriptor_path <path>|off      # where the service reads it; default /manifest.json
-//		health <path>|off               # the health check; default /servicegate/health
 //		base_url <url>                  # the app's public address; default: from the request
 //		client_id <client_id>
 //		client_secret <secret>          # verifies tokens (HS256), runs the sign-in
@@ -50,6 +49,7 @@ const appAdaptTimeout = 5 * time.Second
 //		auth { … }                      # service_auth's settings for the token check
 //		webhook [<key>] { … }           # service_webhook's settings, for one module or all
 //		limits [<key>] { … }            # service_limits' settings, for one file module or all
+//		health <path>|off               # the health check; default /servicegate/health
 //	}
 //
 // When the descriptor can be read while adapting, its defects are reported
