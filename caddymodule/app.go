@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/descriptor"
+	"github.com/servicegate/servicegate/health"
 )
 
 // Defaults of service_app.
@@ -128,6 +129,12 @@ type ServiceApp struct {
 	// module's kind; spill is on unless set otherwise.
 	Limits map[string]*ServiceLimits `json:"limits,omitempty"`
 
+	// Health is the path of the health check, answered to GET and HEAD
+	// without a token: 200 {"status":"ok",…} when the app can serve, 503
+	// with the reason when it cannot, and the state of each part.
+	// Default "/servicegate/health"; "off" answers none.
+	Health string `json:"health,omitempty"`
+
 	// Routes is what the descriptor and the settings above expand to, one
 	// route per path: the Caddyfile adapter writes it when it can read the
 	// descriptor, so that `caddy adapt` shows it. When it is empty, the
@@ -135,6 +142,7 @@ type ServiceApp struct {
 	Routes []AppRoute `json:"routes,omitempty"`
 
 	desc       *descriptor.Descriptor
+	descState  health.Descriptor // what the health check reports of desc
 	exact      map[string]caddyhttp.MiddlewareHandler
 	prefixes   []appPrefix
 	public     caddyhttp.MatchPath
@@ -200,7 +208,7 @@ func appDescriptorDir() string {
 }
 
 // loadDescriptor reads the descriptor; the error names every defect.
-func loadDescriptor(ctx context.Context, source string, logger *zap.Logger) (*descriptor.Descriptor, error) {
+func loadDescriptor(ctx context.Context, source string, logger *zap.Logger) (*descriptor.Loaded, error) {
 	loaded, err := (&descriptor.Loader{Dir: appDescriptorDir()}).Load(ctx, caddy.NewReplacer().ReplaceKnown(source, ""))
 	if err != nil {
 		return nil, err
@@ -209,7 +217,7 @@ func loadDescriptor(ctx context.Context, source string, logger *zap.Logger) (*de
 		logger.Warn("the app descriptor could not be read; its last good copy is in use",
 			zap.String("descriptor", source), zap.Error(loaded.Err))
 	}
-	return loaded.Descriptor, nil
+	return loaded, nil
 }
 
 // Provision reads the descriptor, expands it into routes unless the config
@@ -219,11 +227,12 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
-	desc, err := loadDescriptor(ctx, a.Descriptor, a.logger)
+	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	if err != nil {
 		return fmt.Errorf("service_app: %w", err)
 	}
-	a.desc = desc
+	desc := loaded.Descriptor
+	a.desc, a.descState = desc, descriptorState(loaded)
 	routes := a.Routes
 	if len(routes) == 0 {
 		if routes, err = a.Expand(desc); err != nil {
@@ -277,7 +286,7 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("service_app: %w", err)
 		}
 	}
-	return nil
+	return a.provisionHealth(ctx)
 }
 
 // provisionRoute provisions the handlers of one route and files it under
@@ -363,11 +372,15 @@ func (a *ServiceApp) Validate() error {
 	if a.DescriptorPath != "" && a.DescriptorPath != "off" && !strings.HasPrefix(a.DescriptorPath, "/") {
 		return fmt.Errorf("service_app: descriptor_path must start with /, got %q", a.DescriptorPath)
 	}
+	if a.Health != "" && a.Health != "off" && !strings.HasPrefix(a.Health, "/") {
+		return fmt.Errorf("service_app: health must be a path starting with /, or off; got %q", a.Health)
+	}
 	return nil
 }
 
 // Cleanup releases what the handlers hold.
 func (a *ServiceApp) Cleanup() error {
+	appHealth.Delete(a)
 	var errs []error
 	for _, c := range a.cleanups {
 		errs = append(errs, c.Cleanup())

@@ -49,6 +49,7 @@ const appAdaptTimeout = 5 * time.Second
 //		auth { … }                      # service_auth's settings for the token check
 //		webhook [<key>] { … }           # service_webhook's settings, for one module or all
 //		limits [<key>] { … }            # service_limits' settings, for one file module or all
+//		health <path>|off               # the health check; default /servicegate/health
 //	}
 //
 // When the descriptor can be read while adapting, its defects are reported
@@ -69,6 +70,8 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = appOneArg(d, &a.Descriptor)
 		case "descriptor_path":
 			err = appOneArg(d, &a.DescriptorPath)
+		case "health":
+			err = appOneArg(d, &a.Health)
 		case "base_url":
 			err = appOneArg(d, &a.BaseURL)
 		case "client_id":
@@ -127,7 +130,7 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (a *ServiceApp) expandWhileAdapting(at caddyfile.Token) error {
 	ctx, cancel := context.WithTimeout(context.Background(), appAdaptTimeout)
 	defer cancel()
-	desc, err := loadDescriptor(ctx, a.Descriptor, nil)
+	loaded, err := loadDescriptor(ctx, a.Descriptor, nil)
 	var defects *descriptor.Defects
 	switch {
 	case errors.As(err, &defects):
@@ -138,7 +141,7 @@ func (a *ServiceApp) expandWhileAdapting(at caddyfile.Token) error {
 		// The app is not up yet: the routes are made when the config loads.
 		return nil
 	}
-	routes, err := a.Expand(desc)
+	routes, err := a.Expand(loaded.Descriptor)
 	if err != nil {
 		return errAt(at, err.Error())
 	}

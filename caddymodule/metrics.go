@@ -4,16 +4,33 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/servicegate/servicegate/version"
 )
+
+// buildInfo is servicegate_build_info{version}: always 1, it names the
+// version of servicegate that runs (see package version), beside Caddy's
+// own metrics.
+var buildInfo = func() prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "servicegate_build_info",
+		Help:        "The version of servicegate that runs; always 1.",
+		ConstLabels: prometheus.Labels{"version": version.Get()},
+	})
+	g.Set(1)
+	return g
+}()
 
 // registerCollector registers c on reg, the registry of the config being
 // loaded (ctx.GetMetricsRegistry()). Collectors are created once per process
 // and registered on every config load; a collector already registered there
-// is the one to use.
+// is the one to use. servicegate_build_info goes with the first of them, so
+// the version shows wherever servicegate's metrics do.
 func registerCollector[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if reg == nil {
 		return c
 	}
+	_ = reg.Register(buildInfo) // already registered: the same gauge
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {

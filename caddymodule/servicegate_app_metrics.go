@@ -10,7 +10,7 @@ import (
 var redisErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "servicegate",
 	Name:      "redis_errors_total",
-	Help:      "Redis calls that failed or took longer than the servicegate timeout, by op (get, set, lock, unlock, forget, publish, subscribe, spill_store, spill_take).",
+	Help:      "Redis calls that failed or took longer than the servicegate timeout, by op (get, set, lock, unlock, forget, publish, subscribe, spill_store, spill_take, queue_add, queue_claim, queue_settle, queue_admin, ping).",
 }, []string{"op"})
 
 // redisErrorsBy holds the counter of each op, so that counting needs no

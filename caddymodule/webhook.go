@@ -108,6 +108,7 @@ type ServiceWebhook struct {
 	queue    queue.Deliveries // nil without Queue
 	queueKey string
 	queueTo  string
+	queueAt  string // where the queue keeps its deliveries, as its metrics name it
 }
 
 // CaddyModule returns the Caddy module information.

@@ -203,7 +203,7 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("service_webhook: queue: %w", err)
 	}
-	m.queue = v.(pooledQueue).Deliveries
+	m.queue, m.queueAt = v.(pooledQueue).Deliveries, v.(pooledQueue).where
 	return nil
 }
 

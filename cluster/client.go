@@ -39,11 +39,12 @@ const (
 	OpQueueClaim            // take the next due delivery of an organization
 	OpQueueSettle           // record how an attempt ended
 	OpQueueAdmin            // list, replay or drop deliveries
+	OpPing                  // a health check's ping
 	numOps
 )
 
 // Ops lists every Op, for metrics that create one series per Op.
-var Ops = [numOps]Op{OpGet, OpSet, OpLock, OpUnlock, OpForget, OpPublish, OpSubscribe, OpSpillStore, OpSpillTake, OpQueueAdd, OpQueueClaim, OpQueueSettle, OpQueueAdmin}
+var Ops = [numOps]Op{OpGet, OpSet, OpLock, OpUnlock, OpForget, OpPublish, OpSubscribe, OpSpillStore, OpSpillTake, OpQueueAdd, OpQueueClaim, OpQueueSettle, OpQueueAdmin, OpPing}
 
 // String names the op as metrics and logs show it.
 func (o Op) String() string {
@@ -74,6 +75,8 @@ func (o Op) String() string {
 		return "queue_settle"
 	case OpQueueAdmin:
 		return "queue_admin"
+	case OpPing:
+		return "ping"
 	}
 	return "unknown"
 }
@@ -208,6 +211,12 @@ func (c *Client) Call(ctx context.Context, op Op, fn func(ctx context.Context) e
 	}
 	c.succeeded(op)
 	return err
+}
+
+// Ping asks Redis whether it answers, within the Client's timeout; a
+// failure counts as any other (OpPing).
+func (c *Client) Ping(ctx context.Context) error {
+	return c.Call(ctx, OpPing, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() })
 }
 
 // CallError is a failed Redis call, as Call returns it. Its failure has

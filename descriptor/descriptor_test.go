@@ -218,6 +218,7 @@ func TestLoadAddressKeepsLastGood(t *testing.T) {
 	loader := &Loader{Dir: t.TempDir()}
 	addr := app.URL + "/manifest.json"
 
+	before := time.Now().Add(-time.Second) // file times may be coarse
 	l, err := loader.Load(context.Background(), addr)
 	if err != nil || l.Stale || l.Identifier != "demo-app" {
 		t.Fatalf("first load = %+v, %v", l, err)
@@ -227,6 +228,10 @@ func TestLoadAddressKeepsLastGood(t *testing.T) {
 		l, err = loader.Load(context.Background(), addr)
 		if err != nil || !l.Stale || l.Err == nil || l.Identifier != "demo-app" {
 			t.Fatalf("mode %d: load = %+v, %v; want the last good copy", m, l, err)
+		}
+		// When the copy was kept, for the health check's age.
+		if l.KeptAt.Before(before) || l.KeptAt.After(time.Now()) {
+			t.Errorf("mode %d: kept at %v, want the time of the first load", m, l.KeptAt)
 		}
 	}
 

@@ -36,6 +36,8 @@ type Loaded struct {
 	// copy was used; Err says why the address failed.
 	Stale bool
 	Err   error
+	// KeptAt is when the last good copy in use was kept (Stale only).
+	KeptAt time.Time
 }
 
 // IsAddress reports whether source names an http or https address rather
@@ -77,7 +79,11 @@ func (l *Loader) Load(ctx context.Context, source string) (*Loaded, error) {
 	if perr != nil {
 		return nil, err
 	}
-	return &Loaded{Descriptor: d, Data: kept, Stale: true, Err: err}, nil
+	loaded := &Loaded{Descriptor: d, Data: kept, Stale: true, Err: err}
+	if fi, serr := os.Stat(l.keptPath(source)); serr == nil {
+		loaded.KeptAt = fi.ModTime()
+	}
+	return loaded, nil
 }
 
 func readFile(path string) ([]byte, error) {
