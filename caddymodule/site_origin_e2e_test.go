@@ -118,3 +118,107 @@ func TestServiceOAuthRedirectURINeverFromHost(t *testing.T) {
 		t.Errorf("a site without a host name: %d %s", resp.StatusCode, body)
 	}
 }
+
+// hostClient sends every request with the Host header host, as a client
+// that chooses it would, on a connection of its own.
+func hostClient(host string) *http.Client {
+	return &http.Client{
+		Timeout:       60 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport:     hostTransport{host, &http.Transport{DisableKeepAlives: true}},
+	}
+}
+
+type hostTransport struct {
+	host string
+	next http.RoundTripper
+}
+
+func (h hostTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = h.host
+	return h.next.RoundTrip(r)
+}
+
+// TestServiceLimitsSpillLinkNeverFromHost: a spill link is on
+// spill_base_url, else service_app's base_url, else the site's own host
+// name and the port the request came in on; a Host header of the
+// client's choosing is never written into it, and a site without a host
+// name and without spill_base_url refuses the answer rather than guess.
+func TestServiceLimitsSpillLinkNeverFromHost(t *testing.T) {
+	bigAnswer := []byte(`{"data":{"content":"` + b64(pattern(6<<20)) + `"}}`)
+	app := otherApp(t, map[string][]byte{"big": bigAnswer, "file-format": bigAnswer})
+	upstream := strings.TrimPrefix(app.URL, "http://")
+	job := formatJob("build-file", map[string]any{"strings": []any{}})
+	spill := func(address, extra string) string {
+		return address + ` {
+	service_limits {
+		contract custom-file-format
+		spill
+		spill_dir ` + t.TempDir() + `
+		` + extra + `
+	}
+	reverse_proxy ` + upstream + `
+}
+`
+	}
+	contentURL := func(t *testing.T, host, path string) string {
+		t.Helper()
+		resp, body := request(t, hostClient(host), http.MethodPost, path, map[string]string{"Content-Type": "application/json"}, job)
+		var a moduleAnswer
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &a) != nil || a.Data.ContentURL == "" {
+			t.Fatalf("Host %s: %d %.300s", host, resp.StatusCode, body)
+		}
+		return a.Data.ContentURL
+	}
+
+	t.Run("a site with a host name", func(t *testing.T) {
+		startCaddy(t, spill("http://localhost:{port}", ""))
+		for _, host := range []string{"localhost:1", "LOCALHOST", fmt.Sprintf("localhost:%d", e2eHTTPPort)} {
+			if got := contentURL(t, host, "/big"); !strings.HasPrefix(got, e2eBase()+"/servicegate/spill/") {
+				t.Errorf("Host %s: contentUrl %q, want it under %s", host, got, e2eBase())
+			}
+		}
+	})
+	t.Run("spill_base_url", func(t *testing.T) {
+		startCaddy(t, spill(":{port}", "spill_base_url https://app.example.com/"))
+		if got := contentURL(t, "evil.example", "/big"); !strings.HasPrefix(got, "https://app.example.com/servicegate/spill/") {
+			t.Errorf("contentUrl %q", got)
+		}
+	})
+	t.Run("a site without a host name and without spill_base_url", func(t *testing.T) {
+		startCaddy(t, spill(":{port}", ""))
+		resp, body := request(t, hostClient("evil.example"), http.MethodPost, "/big", map[string]string{"Content-Type": "application/json"}, job)
+		if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, "evil.example") {
+			t.Errorf("%d %s", resp.StatusCode, body)
+		}
+		wantJSONError(t, resp.Header, []byte(body), "too large")
+	})
+	t.Run("under service_app", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "manifest.json")
+		if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		site := func(address, extra string) string {
+			return address + ` {
+	service_app {
+		descriptor ` + path + `
+		client_id demo-client
+		client_secret demo-client-secret
+		app_secret demo-app-secret
+		` + extra + `
+	}
+	reverse_proxy ` + upstream + `
+}
+`
+		}
+		startCaddy(t, site("http://localhost:{port}", ""))
+		if got := contentURL(t, "localhost:1", "/file-format"); !strings.HasPrefix(got, e2eBase()+"/servicegate/spill/") {
+			t.Errorf("contentUrl %q, want it under %s", got, e2eBase())
+		}
+		startCaddy(t, site(":{port}", "base_url https://app.example.com/gate"))
+		if got := contentURL(t, "evil.example", "/file-format"); !strings.HasPrefix(got, "https://app.example.com/gate/servicegate/spill/") {
+			t.Errorf("contentUrl %q", got)
+		}
+	})
+}
