@@ -290,6 +290,9 @@ func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
 	if rt.Limits != nil {
 		rt.Limits.origin = a.origin
 	}
+	if rt.Webhook != nil {
+		rt.Webhook.origin = a.origin
+	}
 	for _, h := range rt.handlers() {
 		if p, ok := h.(caddy.Provisioner); ok {
 			if err := p.Provision(ctx); err != nil {

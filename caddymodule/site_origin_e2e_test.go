@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/servicegate/servicegate/emulator"
 )
 
 // requestWithHost sends a GET for path to the test Caddy with the Host
@@ -221,4 +224,64 @@ func TestServiceLimitsSpillLinkNeverFromHost(t *testing.T) {
 			t.Errorf("contentUrl %q", got)
 		}
 	})
+}
+
+// TestWebhookQueueHostNeverFromHost: a queued delivery reaches the app
+// with the site's own host (service_app's base_url under it) as its Host
+// and X-Forwarded-Host, never the Host header the delivery came with; on
+// a site without a host name it carries no X-Forwarded-Host.
+func TestWebhookQueueHostNeverFromHost(t *testing.T) {
+	app := newQueueApp(t)
+	app.up(t)
+	deliver := func(t *testing.T, host, path string, n int) (string, http.Header) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		status, answer, err := emulator.SendDelivery(ctx, hostClient(host), e2eURL(path), emulator.Delivery{
+			Body: []byte(queuedDelivery(n)), Secret: "demo-app-secret", OrganizationID: "1", Domain: "acme.example", ModuleKey: "events-hook",
+		})
+		if err != nil || status != http.StatusAccepted {
+			t.Fatalf("Host %s: %d %s %v", host, status, answer, err)
+		}
+		waitUntil(t, "the delivery", func() bool { return app.distinct() == n })
+		app.mu.Lock()
+		defer app.mu.Unlock()
+		return app.host, app.header
+	}
+
+	startCaddy(t, queueSite(app, t.TempDir(), ""))
+	site := fmt.Sprintf("localhost:%d", e2eHTTPPort)
+	if host, h := deliver(t, "localhost:1", "/webhooks/x", 1); host != site || h.Get("X-Forwarded-Host") != site || h.Get("X-Forwarded-Proto") != "http" {
+		t.Errorf("a site with a host name: Host %q, X-Forwarded-Host %q, X-Forwarded-Proto %q; want %s", host, h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto"), site)
+	}
+
+	startCaddy(t, strings.Replace(queueSite(app, t.TempDir(), ""), "localhost:{port} {", ":{port} {", 1))
+	if host, h := deliver(t, "evil.example", "/webhooks/x", 2); host != app.addr || h.Values("X-Forwarded-Host") != nil {
+		t.Errorf("a site without a host name: Host %q, X-Forwarded-Host %q; want %s and none", host, h.Values("X-Forwarded-Host"), app.addr)
+	}
+
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, `:{port} {
+	service_app {
+		descriptor `+path+`
+		client_id demo-client
+		client_secret demo-client-secret
+		app_secret demo-app-secret
+		base_url https://app.example.com/gate
+		webhook {
+			queue {
+				to http://`+app.addr+`
+				dir `+t.TempDir()+`
+			}
+		}
+	}
+	respond "the app"
+}
+`)
+	if host, h := deliver(t, "evil.example", "/webhooks", 3); host != "app.example.com" || h.Get("X-Forwarded-Host") != "app.example.com" || h.Get("X-Forwarded-Proto") != "https" {
+		t.Errorf("service_app with base_url: Host %q, X-Forwarded-Host %q, X-Forwarded-Proto %q", host, h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto"))
+	}
 }

@@ -108,6 +108,9 @@ type ServiceWebhook struct {
 	queue    queue.Deliveries // nil without Queue
 	queueKey string
 	queueTo  string
+	// origin is the site's public origin, the Host of queued deliveries:
+	// service_app sets it to its own, else it is the site's.
+	origin func(*http.Request) (string, error)
 }
 
 // CaddyModule returns the Caddy module information.
