@@ -190,12 +190,18 @@ func TestServiceLimitsSpillLinkNeverFromHost(t *testing.T) {
 		}
 	})
 	t.Run("a site without a host name and without spill_base_url", func(t *testing.T) {
-		startCaddy(t, spill(":{port}", ""))
+		logFile := filepath.Join(t.TempDir(), "caddy.log")
+		startCaddyWithGlobal(t, "\tlog {\n\t\toutput file "+logFile+"\n\t}", spill(":{port}", ""))
 		resp, body := request(t, hostClient("evil.example"), http.MethodPost, "/big", map[string]string{"Content-Type": "application/json"}, job)
 		if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, "evil.example") {
 			t.Errorf("%d %s", resp.StatusCode, body)
 		}
 		wantJSONError(t, resp.Header, []byte(body), "too large")
+		// The config load said so, and the refusal's log line says what to set.
+		logged, _ := os.ReadFile(logFile)
+		if n := strings.Count(string(logged), "spill_base_url"); n < 2 || strings.Contains(string(logged), "evil.example") {
+			t.Errorf("spill_base_url named %d times in the log, want the load's warning and the refusal:\n%s", n, logged)
+		}
 	})
 	t.Run("under service_app", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "manifest.json")
