@@ -62,7 +62,8 @@ type ServiceApp struct {
 
 	// BaseURL is the app's public base address (scheme, host and any path
 	// prefix), filled in as the descriptor's baseUrl when it has none and
-	// the base of the sign-in's relative redirect_uri. Default: the
+	// the base of the sign-in's relative redirect_uri and of spill links
+	// (unless spill_base_url is set). Default: the
 	// site's own host name (a request's Host header only picks among the
 	// site's names) with the scheme and port the request came in on; a
 	// site without a host name needs it. Set it behind a proxy.
@@ -245,9 +246,9 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	a.clientID = repl.ReplaceKnown(a.ClientID, "")
 	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
-	a.site = new(siteOrigin)
+	a.site = &siteOrigin{fix: "set base_url in service_app"}
 	if a.baseURL == "" {
-		warnHostless(ctx, a.logger, "the descriptor (and the sign-in)", "set base_url in service_app")
+		a.site.warnHostless(ctx, a.logger, "the descriptor (and the sign-in and spill links)")
 	}
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
 	for i := range routes {
@@ -294,6 +295,12 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
 	if rt.SignIn != nil {
 		rt.SignIn.origin = a.origin
+	}
+	if rt.Limits != nil {
+		rt.Limits.origin = a.origin
+	}
+	if rt.Webhook != nil {
+		rt.Webhook.origin = a.origin
 	}
 	for _, h := range rt.handlers() {
 		if p, ok := h.(caddy.Provisioner); ok {

@@ -98,6 +98,9 @@ type ServiceLimits struct {
 	counts  *limitsCounters
 	store   contract.Payloads
 	inliner *contract.Inliner
+	// origin is the base of spill links when spill_base_url is unset:
+	// service_app sets it to its own, else it is the site's.
+	origin func(*http.Request) (string, error)
 }
 
 // CaddyModule returns the Caddy module information.

@@ -33,7 +33,7 @@ func init() {
 //
 //		spill                        # answers over max_response_size go by URL
 //		spill_path     <path>        # default /servicegate/spill/
-//		spill_base_url <url>         # default: scheme and host of the request
+//		spill_base_url <url>         # default: service_app's base_url, else the site's host name
 //		spill_ttl      <duration>    # default 10m
 //		spill_dir      <dir>         # default <temp dir>/servicegate-spill
 //		spill_max_size <size>        # default 64MiB

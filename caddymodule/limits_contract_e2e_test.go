@@ -218,9 +218,9 @@ func TestContractE2ESpill(t *testing.T) {
 	if err != nil || u.Query().Get("sig") == "" || u.Query().Get("expires") == "" {
 		t.Fatalf("contentUrl %q is not signed", a.Data.ContentURL)
 	}
-	link := e2eURL(u.RequestURI()) // the route has no spill_base_url: the URL is of the request's host
+	link := e2eURL(u.RequestURI()) // the route has no spill_base_url: the URL is of the site's host
 	if !strings.HasPrefix(a.Data.ContentURL, e2eBase()+"/other-spill/") {
-		t.Errorf("contentUrl %q is not under the request's host and spill path", a.Data.ContentURL)
+		t.Errorf("contentUrl %q is not under the site's host and spill path", a.Data.ContentURL)
 	}
 
 	tampered := strings.Replace(link, "sig=", "sig=0", 1)

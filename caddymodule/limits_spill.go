@@ -39,8 +39,11 @@ type SpillOptions struct {
 	Path string `json:"path,omitempty"`
 
 	// The scheme and host (and any path prefix) of the payload URLs, e.g.
-	// https://app.example.com. Default: the scheme and Host of the
-	// request the answer belongs to.
+	// https://app.example.com. Default: under service_app its base_url,
+	// else the site's own host name (a request's Host header only picks
+	// among the site's names) with the scheme and port the request came in
+	// on; on a site without a host name an answer over max_response_size
+	// is then refused. Set it behind a proxy.
 	BaseURL string `json:"base_url,omitempty"`
 
 	// How long a payload URL stays valid. Default: 10m.
@@ -107,6 +110,11 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 		key = []byte(k)
 	}
 	s.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(s.BaseURL, ""), "/")
+	if s.BaseURL == "" && l.origin == nil {
+		site := &siteOrigin{fix: "set spill_base_url in service_limits"}
+		site.warnHostless(ctx, l.logger, "handing an answer over max_response_size over by link")
+		l.origin = func(r *http.Request) (string, error) { return site.of(r, l) }
+	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil { // answers are read to it either way
 		return fmt.Errorf("service_limits: spill dir: %w", err)
 	}
@@ -198,13 +206,9 @@ func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) err
 // spillAnswer stores the payloads of an answer over max_response_size and
 // sends the answer that carries their URLs instead.
 func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits.SpillBuffer) error {
-	base := l.Spill.BaseURL
+	base, err := l.Spill.BaseURL, error(nil)
 	if base == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + r.Host
+		base, err = l.origin(r)
 	}
 	var stored []string
 	put := func(kind string, write func(io.Writer) error) (string, error) {
@@ -223,7 +227,9 @@ func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *
 		return base + l.Spill.Path + name + "?" + l.store.Link(name), nil
 	}
 	var out bytes.Buffer
-	err := contract.SpillAnswer(sb.Reader(), &out, put)
+	if err == nil {
+		err = contract.SpillAnswer(sb.Reader(), &out, put)
+	}
 	if err == nil && int64(out.Len()) > l.MaxResponseSize {
 		err = errors.New("the answer is still too large without its strings, content and preview")
 	}

@@ -282,10 +282,10 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 		SessionLifetime: time.Duration(m.SessionLifetime),
 	}
 	if m.origin == nil {
+		site := &siteOrigin{fix: "give redirect_uri as an absolute URL"}
 		if m.redirectURI == "" {
-			warnHostless(ctx, m.logger, "signing in", "give redirect_uri as an absolute URL")
+			site.warnHostless(ctx, m.logger, "signing in")
 		}
-		site := new(siteOrigin)
 		m.origin = func(r *http.Request) (string, error) { return site.of(r, m) }
 	}
 	flow, err := oauth.NewHandler(oauth.HandlerConfig{

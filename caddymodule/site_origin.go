@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -16,16 +17,19 @@ import (
 // errNoSiteHost refuses to build an address for a site that was given no
 // host name: the Host header is the client's to choose.
 var errNoSiteHost = errors.New("this site's public address is not known: its address names no host " +
-	"and the Host header of a request is the client's to choose; set base_url in service_app " +
-	"(or give sign-in's redirect_uri as an absolute URL), or name the site by its host")
+	"and the Host header of a request is the client's to choose")
 
 // siteOrigin is the public origin (scheme, host and port) of the site a
 // handler serves, built from the host names the site was configured for
 // (the host matchers of the routes above the handler) and never from the
 // Host header alone, so that what is built from it (the descriptor's
-// baseUrl, a redirect_uri) points only where the configuration says.
-// The routes are looked up at the first request, once.
+// baseUrl, a redirect_uri, spill links) points only where the
+// configuration says. The routes are looked up at the first request, once.
 type siteOrigin struct {
+	// fix says what to set instead when the site has no host name, e.g.
+	// "set base_url in service_app".
+	fix string
+
 	once  sync.Once
 	hosts []string
 }
@@ -39,7 +43,7 @@ func (s *siteOrigin) of(r *http.Request, handler caddyhttp.MiddlewareHandler) (s
 	})
 	host, ok := siteHost(s.hosts, r.Host)
 	if !ok {
-		return "", errNoSiteHost
+		return "", fmt.Errorf("%w; %s, or name the site by its host", errNoSiteHost, s.fix)
 	}
 	scheme, port := "http", ""
 	if r.TLS != nil {
@@ -159,8 +163,8 @@ func (a *ServiceApp) origin(r *http.Request) (string, error) {
 
 // warnHostless logs, at load, that a site of the server has no host name,
 // so that what needs the site's public address (what names) is refused
-// there until base_url (or an absolute redirect_uri) is set.
-func warnHostless(ctx caddy.Context, logger *zap.Logger, what, fix string) {
+// there until what s.fix says is set.
+func (s *siteOrigin) warnHostless(ctx caddy.Context, logger *zap.Logger, what string) {
 	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	if !ok || srv == nil {
 		return
@@ -168,7 +172,7 @@ func warnHostless(ctx caddy.Context, logger *zap.Logger, what, fix string) {
 	for _, rt := range srv.Routes {
 		if routeHosts(rt.MatcherSets) == nil {
 			logger.Warn("a site of this server has no host name in its address, so "+what+
-				" is refused there: the Host header of a request is the client's to choose; "+fix,
+				" is refused there: the Host header of a request is the client's to choose; "+s.fix,
 				zap.Strings("listen", srv.Listen))
 			return
 		}

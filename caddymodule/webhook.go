@@ -109,6 +109,9 @@ type ServiceWebhook struct {
 	queueKey string
 	queueTo  string
 	queueAt  string // where the queue keeps its deliveries, as its metrics name it
+	// origin is the site's public origin, the Host of queued deliveries:
+	// service_app sets it to its own, else it is the site's.
+	origin func(*http.Request) (string, error)
 }
 
 // CaddyModule returns the Caddy module information.

@@ -28,7 +28,8 @@ import (
 // retries: no event is lost while the app is down, restarting or slow.
 // Deliveries go to To with their original method, path, headers and exact
 // body, plus X-Servicegate-Delivery-Id (the same on every attempt, for the
-// app to deduplicate) and X-Servicegate-Attempt. The answers 2xx (done),
+// app to deduplicate) and X-Servicegate-Attempt; their Host and
+// X-Forwarded-Host are the site's own host (see forwardedHeader). The answers 2xx (done),
 // 408, 425, 429, 5xx, a timeout or no connection (tried again with
 // exponential backoff and jitter, Retry-After honoured) and any other
 // (set aside at once as a dead letter) decide what happens next; one
@@ -143,6 +144,10 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		return fmt.Errorf("service_webhook: queue: to %q is not the app's address, such as http://127.0.0.1:3000", qc.To)
 	}
 	m.queueTo = to
+	if m.origin == nil {
+		site := &siteOrigin{fix: "queued deliveries then carry no X-Forwarded-Host"}
+		m.origin = func(r *http.Request) (string, error) { return site.of(r, m) }
+	}
 	app, err := servicegateApp(ctx)
 	if err != nil {
 		return fmt.Errorf("service_webhook: queue: %w", err)
@@ -278,12 +283,13 @@ func (m *ServiceWebhook) cleanupQueue() error {
 // is on disk, 503 (the service may send it again) when it could not be
 // stored.
 func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []byte) error {
+	origin, _ := m.origin(r) // none on a site without a host name
 	d := &queue.Delivery{
 		Meta: queue.Meta{
 			Organization: organizationOf(r.Header), To: m.queueTo,
 			Method: r.Method, URI: r.URL.RequestURI(),
 		},
-		Header: forwardedHeader(r),
+		Header: forwardedHeader(r, origin),
 		Body:   body,
 	}
 	err := m.queue.Enqueue(d)
@@ -316,8 +322,13 @@ func organizationOf(h http.Header) string {
 }
 
 // forwardedHeader is what the app would get through reverse_proxy: the
-// request's headers with X-Forwarded-For, -Proto and -Host, and its Host.
-func forwardedHeader(r *http.Request) http.Header {
+// request's headers with X-Forwarded-For and -Proto, except that the Host
+// and X-Forwarded-Host are the host of the site's origin, never the
+// request's Host header as it came: the app may build links from them,
+// and a queued delivery has no client to answer but the app. Without an
+// origin (a site with no host name) they are left out, and the delivery
+// reaches the app with the queue's address as its Host.
+func forwardedHeader(r *http.Request, origin string) http.Header {
 	h := r.Header.Clone()
 	// As reverse_proxy does without trusted proxies: the client's address
 	// replaces whatever the request claimed.
@@ -329,8 +340,12 @@ func forwardedHeader(r *http.Request) http.Header {
 	if r.TLS != nil {
 		proto = "https"
 	}
+	h.Del("X-Forwarded-Host")
+	if u, err := url.Parse(origin); origin != "" && err == nil && u.Host != "" {
+		proto = u.Scheme
+		h.Set("X-Forwarded-Host", u.Host)
+		h.Set("Host", u.Host)
+	}
 	h.Set("X-Forwarded-Proto", proto)
-	h.Set("X-Forwarded-Host", r.Host)
-	h.Set("Host", r.Host)
 	return h
 }

@@ -31,6 +31,7 @@ type queueApp struct {
 	ids      map[string]int      // delivery id → times acknowledged
 	attempts []string            // X-Servicegate-Attempt of every request
 	header   http.Header
+	host     string // the Host of the last delivery acknowledged
 }
 
 func newQueueApp(t *testing.T) *queueApp {
@@ -56,6 +57,7 @@ func (a *queueApp) up(t *testing.T) {
 			a.got[org] = append(a.got[org], string(body))
 			a.ids[r.Header.Get(queue.HeaderDeliveryID)]++
 			a.header = r.Header.Clone()
+			a.host = r.Host
 		}
 		a.mu.Unlock()
 		w.WriteHeader(status)
