@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/descriptor"
+	"github.com/servicegate/servicegate/urlpath"
 )
 
 // Defaults of service_app.
@@ -132,7 +133,8 @@ type ServiceApp struct {
 	Routes []AppRoute `json:"routes,omitempty"`
 
 	desc       *descriptor.Descriptor
-	exact      map[string]caddyhttp.MiddlewareHandler
+	exact      map[string]caddyhttp.MiddlewareHandler // the sign-in's own paths, as they are
+	modules    map[string]appModule                   // module routes, by canonical path
 	prefixes   []appPrefix
 	public     caddyhttp.MatchPath
 	guard      *AppRoute
@@ -178,6 +180,13 @@ const (
 
 type appPrefix struct {
 	prefix  string
+	handler caddyhttp.MiddlewareHandler
+}
+
+// appModule is the route of one module url: the url as declared, which the
+// app receives whatever spelling of it the request used, and its handler.
+type appModule struct {
+	path    string
 	handler caddyhttp.MiddlewareHandler
 }
 
@@ -233,6 +242,7 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.clientID = repl.ReplaceKnown(a.ClientID, "")
 	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
+	a.modules = make(map[string]appModule)
 	for i := range routes {
 		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
 			// Caddy cleans up only modules that provisioned: let go of
@@ -320,9 +330,15 @@ func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
 	}
 	if prefix, ok := strings.CutSuffix(rt.Path, "*"); ok {
 		a.prefixes = append(a.prefixes, appPrefix{prefix, h})
-	} else {
-		a.exact[rt.Path] = h
+		return nil
 	}
+	// Every spelling of the url that a lenient router takes for it (case,
+	// trailing slash, ;param, encoding) gets the module's checks.
+	key := urlpath.Canonical(rt.Path)
+	if other, ok := a.modules[key]; ok {
+		return fmt.Errorf("service_app: routes %s and %s are one path to the app (they differ only in case, slashes or a ;param)", other.path, rt.Path)
+	}
+	a.modules[key] = appModule{rt.Path, h}
 	return nil
 }
 

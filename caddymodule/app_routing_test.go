@@ -1,14 +1,22 @@
 package caddymodule
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/servicegate/servicegate/emulator"
 )
 
 // TestServiceAppRefusesPatternURLs: a module url with pattern characters
@@ -56,4 +64,126 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
+}
+
+// rawRequest sends one request with target written as it is on the
+// request line, so that no client cleans or re-encodes the path, and
+// returns the answer's status and body.
+func rawRequest(t *testing.T, method, target string, header map[string]string, body string) (int, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", e2eHTTPPort), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\nContent-Length: %d\r\n", method, target, e2eHTTPPort, len(body))
+	for k, v := range header {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+	}
+	b.WriteString("\r\n" + body)
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s: no answer: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// requests lists the requests that reached the app, but for its
+// descriptor, which service_app reads.
+func (u *appUpstream) requests() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []string
+	for _, s := range u.seen {
+		if !strings.HasSuffix(s, " /manifest.json") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// appUserToken is a token of a member of the paid organization of
+// appSites.
+func appUserToken(t *testing.T) string {
+	t.Helper()
+	tok, err := emulator.MintToken("demo-client-secret", emulator.Token{
+		Issuer: "service-emulator", Audience: "demo-client", UserID: 7, OrganizationID: 1, Domain: "acme.example", Lifetime: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestServiceAppModuleSpellingsE2E: every spelling of a module url that a
+// case-insensitive or lenient router takes for it (another case, a
+// trailing or doubled slash, a ;param, an encoded letter) gets the
+// module's checks, even with a user's token, and a delivery that passes
+// them reaches the app at the url the descriptor declares.
+func TestServiceAppModuleSpellingsE2E(t *testing.T) {
+	app := newAppUpstream(t)
+	startCaddy(t, appSites(app.URL+"/manifest.json", strings.TrimPrefix(app.URL, "http://")))
+	bearer := map[string]string{"Authorization": "Bearer " + appUserToken(t), "Content-Type": "application/json"}
+	delivery := `{"events":[{"event":"project.translated"}]}`
+	for _, target := range []string{"/Webhooks", "/WEBHOOKS", "/webhooks/", "//webhooks", "/webhooks;jsessionid=1", "/webhooks;", "/%77ebhooks", "/%2577ebhooks", "/webhooks%3bx", "/Webhooks/?x=1"} {
+		status, body := rawRequest(t, "POST", target, bearer, delivery)
+		if status != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
+			t.Errorf("POST %s with a user token and no signature: %d %s, want the webhook's 401", target, status, body)
+		}
+	}
+	for _, target := range []string{"/Pre-Export", "/pre-export/", "/pre-export;v=2", "/PRE-EXPORT//"} {
+		if status, body := rawRequest(t, "POST", target, bearer, `{"jobType":"parse-file"}`); status != http.StatusBadRequest {
+			t.Errorf("POST %s, a job outside the module contract: %d %s, want the contract's 400", target, status, body)
+		}
+	}
+	for _, p := range []string{"/webhooks", "/pre-export"} {
+		if n := app.reached(p); n != 0 {
+			t.Errorf("%d unchecked requests reached the app at %s", n, p)
+		}
+	}
+	if seen := app.requests(); len(seen) > 0 {
+		t.Errorf("requests reached the app: %v", seen)
+	}
+
+	// A signed delivery by another spelling passes, and the app gets the
+	// declared url.
+	sig := hmacHex("demo-app-secret", []byte(delivery))
+	status, body := rawRequest(t, "POST", "/Webhooks/", map[string]string{"X-Service-Signature": sig, "X-Module-Key": "events-hook",
+		"X-Service-Domain": "acme.example", "X-Service-Id": "1", "Content-Type": "application/json"}, delivery)
+	if status != 200 || app.reached("/webhooks") != 1 {
+		t.Errorf("a signed delivery to /Webhooks/: %d %s; the app saw %v", status, body, app.seen)
+	}
+}
+
+// TestServiceAppTraversalE2E: a path that a decoder behind the gateway
+// could read as leaving a public prefix (or any segment) is refused with
+// 400 and a message, whatever its spelling, and never reaches the app.
+func TestServiceAppTraversalE2E(t *testing.T) {
+	app := newAppUpstream(t)
+	startCaddy(t, appSites(app.URL+"/manifest.json", strings.TrimPrefix(app.URL, "http://")))
+	for _, target := range []string{
+		"/assets/..;/api/whoami", "/assets/..;x=1/api/whoami", "/assets/.;/../api/whoami", "/assets/%2e%2e/api/whoami",
+		"/assets/%2E%2e;/api/whoami", "/assets/.%2e/api/whoami", "/assets/%252e%252e/api/whoami", "/assets/..%3b/api/whoami",
+		"/assets/..%253B/api/whoami", "/assets/..%5capi/whoami", "/assets/%5c..%5capi%5cwhoami", "/assets\\..\\api\\whoami",
+		"/assets/..\\api/whoami", "/assets/..%2fapi%2fwhoami", "/assets/..%252fapi/whoami", "/assets/%c0%ae%c0%ae/api/whoami",
+		"/assets/.../api/whoami", "/assets/..%20/api/whoami", "/assets/../api/whoami", "/assets/x/../../api/whoami",
+	} {
+		status, body := rawRequest(t, "GET", target, nil, "")
+		if status != http.StatusBadRequest || !strings.Contains(body, `{"error":{"message":"The request path is not accepted`) {
+			t.Errorf("GET %s: %d %s, want 400 with a message", target, status, body)
+		}
+	}
+	if seen := app.requests(); len(seen) > 0 {
+		t.Errorf("refused paths reached the app: %v", seen)
+	}
+	if status, body := rawRequest(t, "GET", "/assets/app.css", nil, ""); status != 200 || body != "the app: /assets/app.css" {
+		t.Errorf("a public path: %d %s", status, body)
+	}
 }

@@ -7,13 +7,28 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/servicegate/servicegate/respond"
+	"github.com/servicegate/servicegate/urlpath"
 )
 
-// ServeHTTP hands the request to the route of its path.
+// ServeHTTP hands the request to the route of its path. A path that an
+// app's decoder could read as leaving one of its segments is refused
+// first, so that no route (a public prefix least of all) can be left by
+// another spelling of "..".
 func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if err := urlpath.Check(r.URL.EscapedPath()); err != nil {
+		return refuse(w, r, http.StatusBadRequest, err.Error())
+	}
 	path := r.URL.Path
 	if h, ok := a.exact[path]; ok {
 		return h.ServeHTTP(w, r, next)
+	}
+	if m, ok := a.modules[urlpath.Canonical(path)]; ok {
+		if path != m.path {
+			// Another spelling of the module url: the app gets the url
+			// it declared, the one the checks were made for.
+			r.URL.Path, r.URL.RawPath = m.path, ""
+		}
+		return m.handler.ServeHTTP(w, r, next)
 	}
 	for _, p := range a.prefixes {
 		if strings.HasPrefix(path, p.prefix) {
