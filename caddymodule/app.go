@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -145,6 +146,8 @@ type ServiceApp struct {
 	cleanups   []caddy.CleanerUpper
 	logger     *zap.Logger
 	descriptor []byte // the filled descriptor when BaseURL is set
+
+	noUpstreamOnce *sync.Once // logs a missing reverse_proxy once
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
@@ -221,6 +224,7 @@ func loadDescriptor(ctx context.Context, source string, logger *zap.Logger) (*de
 // holds them, and provisions every handler of every route.
 func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.noUpstreamOnce = new(sync.Once)
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/servicegate/servicegate/emulator"
 )
@@ -185,5 +187,94 @@ func TestServiceAppTraversalE2E(t *testing.T) {
 	}
 	if status, body := rawRequest(t, "GET", "/assets/app.css", nil, ""); status != 200 || body != "the app: /assets/app.css" {
 		t.Errorf("a public path: %d %s", status, body)
+	}
+}
+
+// TestServiceAppWithoutUpstreamWarnsAtAdapt: a site with service_app and
+// nothing to pass requests on to is a warning of the Caddyfile adapter,
+// naming the file and line; with reverse_proxy there is none.
+func TestServiceAppWithoutUpstreamWarnsAtAdapt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	block := "\tservice_app {\n\t\tdescriptor " + path + "\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t}\n"
+	adapter := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}
+	_, warnings, err := adapter.Adapt([]byte("localhost {\n"+block+"}\n"), map[string]any{"filename": "Caddyfile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range warnings {
+		found = found || (strings.Contains(w.Message, "add reverse_proxy") && w.File == "Caddyfile" && w.Line == 2 && w.Directive == "service_app")
+	}
+	if !found {
+		t.Errorf("no warning naming the missing reverse_proxy at Caddyfile:2: %+v", warnings)
+	}
+	for _, rest := range []string{"\treverse_proxy 127.0.0.1:3000\n", "\thandle {\n\t\treverse_proxy 127.0.0.1:3000\n\t}\n"} {
+		_, warnings, err = adapter.Adapt([]byte("localhost {\n"+block+rest+"}\n"), map[string]any{"filename": "Caddyfile"})
+		if err != nil || len(warnings) != 0 {
+			t.Errorf("with %q: %v %+v", rest, err, warnings)
+		}
+	}
+}
+
+// TestServiceAppWithoutUpstreamE2E: with nothing behind service_app, a
+// request that passes its checks (a signed delivery, a file job, a page
+// with a token, a public path) is answered 502 with a message naming the
+// missing reverse_proxy, never acknowledged with Caddy's empty 200.
+func TestServiceAppWithoutUpstreamE2E(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, `
+http://127.0.0.1:{port} {
+	service_emulator {
+		client_id demo-client
+		client_secret demo-client-secret
+		redirect_uri http://localhost:{port}/oauth/callback
+		organization acme.example {
+			id 1
+			active_until "2099-01-01 00:00:00"
+		}
+	}
+}
+
+http://localhost:{port} {
+	service_app {
+		descriptor `+path+`
+		client_id demo-client
+		client_secret demo-client-secret
+		app_secret demo-app-secret
+		service http://127.0.0.1:{port}
+		subscription
+		public /assets/*
+	}
+}
+`)
+	delivery := `{"events":[{"event":"project.translated"}]}`
+	signed := map[string]string{"X-Service-Signature": hmacHex("demo-app-secret", []byte(delivery)), "X-Module-Key": "events-hook",
+		"X-Service-Domain": "acme.example", "X-Service-Id": "1", "Content-Type": "application/json"}
+	bearer := map[string]string{"Authorization": "Bearer " + appUserToken(t), "Content-Type": "application/json"}
+	job := string(formatJob("parse-file", map[string]any{"file": map[string]any{"id": 1, "name": "a.kv", "content": b64([]byte("greeting = Hello\n"))}}))
+	for name, c := range map[string]struct {
+		method, path string
+		header       map[string]string
+		body         string
+	}{
+		"a signed delivery": {"POST", "/webhooks", signed, delivery},
+		"a file job":        {"POST", "/file-format", nil, job},
+		"a page":            {"GET", "/projects", bearer, ""},
+		"a public path":     {"GET", "/assets/app.css", nil, ""},
+	} {
+		status, body := rawRequest(t, c.method, c.path, c.header, c.body)
+		if status != http.StatusBadGateway || !strings.Contains(body, "no reverse_proxy to the app") {
+			t.Errorf("%s: %d %s, want 502 naming the missing reverse_proxy", name, status, body)
+		}
+	}
+	// Refusals stay what they are.
+	if status, body := rawRequest(t, "GET", "/projects", nil, ""); status != http.StatusUnauthorized {
+		t.Errorf("a page without a token: %d %s", status, body)
 	}
 }
