@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -54,7 +57,10 @@ type ServiceApp struct {
 	// Descriptor is the app descriptor: a JSON file, or an address on the
 	// app such as http://127.0.0.1:3000/manifest.json. An address is read
 	// when the config loads; the last good copy is kept in Caddy's data
-	// directory and used while the app cannot answer. Required.
+	// directory and used while the app cannot answer. Without one, an
+	// address that does not answer leaves the site answering 503 with
+	// Retry-After while it is read again in the background, with backoff.
+	// Required.
 	Descriptor string `json:"descriptor,omitempty"`
 
 	// DescriptorPath is where the descriptor is served to the service.
@@ -148,6 +154,12 @@ type ServiceApp struct {
 	descriptor []byte // the filled descriptor when BaseURL is set
 
 	noUpstreamOnce *sync.Once // logs a missing reverse_proxy once
+
+	// waiting is set while the descriptor, an address that did not
+	// answer at load, is read in the background; the site answers 503.
+	waiting     *atomic.Bool
+	stopWaiting context.CancelFunc
+	waitDone    chan struct{}
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
@@ -228,10 +240,87 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
+	a.waiting = new(atomic.Bool)
+	registerCollector(ctx.GetMetricsRegistry(), appDescriptorReady)
+	repl := caddy.NewReplacer()
+	a.clientID = repl.ReplaceKnown(a.ClientID, "")
+	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
 	desc, err := loadDescriptor(ctx, a.Descriptor, a.logger)
-	if err != nil {
+	var defects *descriptor.Defects
+	switch {
+	case err == nil:
+		appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(1)
+		return a.provisionRoutes(ctx, desc)
+	case !descriptor.IsAddress(a.Descriptor) || errors.As(err, &defects):
+		// A missing or defective file, or an answer that is no
+		// descriptor: a mistake to fix, not an app still starting.
 		return fmt.Errorf("service_app: %w", err)
 	}
+	// The app does not answer yet (the gateway started first): the site
+	// answers 503 until the descriptor is read in the background.
+	a.waiting.Store(true)
+	appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(0)
+	a.logger.Warn("the app descriptor could not be read and there is no last good copy; the site answers 503 until it is read, trying again in the background",
+		zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
+	wctx, stop := context.WithCancel(ctx)
+	a.stopWaiting, a.waitDone = stop, make(chan struct{})
+	go a.awaitDescriptor(wctx, ctx)
+	return nil
+}
+
+// awaitDescriptor reads the descriptor with backoff until it is read, then
+// makes the routes and lets the site serve.
+func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context) {
+	defer close(a.waitDone)
+	last := "unreachable" // the kind of failure last logged (by Provision)
+	desc, err := descriptor.Await(wctx, descriptor.DefaultBackoff,
+		func(c context.Context) (*descriptor.Descriptor, error) {
+			return loadDescriptor(c, a.Descriptor, a.logger)
+		},
+		func(err error, wait time.Duration) {
+			kind := "unreachable"
+			var defects *descriptor.Defects
+			if errors.As(err, &defects) {
+				kind = "defective"
+			}
+			if kind != last {
+				a.logger.Warn("the app descriptor still cannot be used; the site answers 503", zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
+			}
+			last = kind
+			a.logger.Debug("the app descriptor could not be read; trying again", zap.Duration("wait", wait), zap.Error(err))
+		})
+	if err != nil {
+		return // the config is unloading
+	}
+	if err := a.provisionRoutes(ctx, desc); err != nil {
+		a.logger.Error("the app descriptor was read but its routes could not be made; the site answers 503 until the config is fixed and reloaded",
+			zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
+		return
+	}
+	a.waiting.Store(false)
+	appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(1)
+	a.logger.Info("the app descriptor was read; the site serves the app", zap.String("descriptor", a.descriptorLabel()))
+}
+
+// DescriptorReady tells whether service_app has read its descriptor and
+// routes the site; until then every request is answered 503.
+func (a *ServiceApp) DescriptorReady() bool {
+	return a.waiting == nil || !a.waiting.Load()
+}
+
+// descriptorLabel names the descriptor in logs and metrics, without the
+// credentials an address may hold.
+func (a *ServiceApp) descriptorLabel() string {
+	if u, err := url.Parse(a.Descriptor); err == nil && descriptor.IsAddress(a.Descriptor) {
+		return u.Redacted()
+	}
+	return a.Descriptor
+}
+
+// provisionRoutes expands desc into routes unless the config holds them,
+// and provisions every handler of every route.
+func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descriptor) error {
+	var err error
 	a.desc = desc
 	routes := a.Routes
 	if len(routes) == 0 {
@@ -242,16 +331,13 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 		a.logger.Warn("the app descriptor changed since the config was adapted; the routes of the config are in use until it is adapted again",
 			zap.String("descriptor", a.Descriptor))
 	}
-	repl := caddy.NewReplacer()
-	a.clientID = repl.ReplaceKnown(a.ClientID, "")
-	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
 	a.modules = make(map[string]appModule)
 	for i := range routes {
 		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
 			// Caddy cleans up only modules that provisioned: let go of
 			// what the routes before this one hold (queues, watchers).
-			_ = a.Cleanup()
+			_ = a.cleanupHandlers()
 			return err
 		}
 	}
@@ -375,10 +461,22 @@ func (a *ServiceApp) Validate() error {
 	return nil
 }
 
-// Cleanup releases what the handlers hold.
+// Cleanup stops reading the descriptor in the background and releases
+// what the handlers hold.
 func (a *ServiceApp) Cleanup() error {
+	if a.stopWaiting != nil {
+		a.stopWaiting()
+		<-a.waitDone
+	}
+	return a.cleanupHandlers()
+}
+
+// cleanupHandlers releases what the handlers hold.
+func (a *ServiceApp) cleanupHandlers() error {
+	cleanups := a.cleanups
+	a.cleanups = nil
 	var errs []error
-	for _, c := range a.cleanups {
+	for _, c := range cleanups {
 		errs = append(errs, c.Cleanup())
 	}
 	return errors.Join(errs...)

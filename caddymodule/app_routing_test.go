@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/servicegate/servicegate/emulator"
 )
@@ -276,5 +279,100 @@ http://localhost:{port} {
 	// Refusals stay what they are.
 	if status, body := rawRequest(t, "GET", "/projects", nil, ""); status != http.StatusUnauthorized {
 		t.Errorf("a page without a token: %d %s", status, body)
+	}
+}
+
+// TestServiceAppAwaitsDescriptorE2E: in an orchestrated start, the
+// gateway before the app, a descriptor address that does not answer does
+// not stop Caddy: the site answers 503 with Retry-After and a message on
+// every path, the metric says not ready, and once the app is up the site
+// serves it within seconds.
+func TestServiceAppAwaitsDescriptorE2E(t *testing.T) {
+	port := freePort()
+	// A query of its own, so that no last good copy of an earlier run is
+	// found for the address.
+	addr := fmt.Sprintf("http://127.0.0.1:%d/manifest.json?start=%d", port, time.Now().UnixNano())
+	startCaddy(t, appSites(addr, fmt.Sprintf("127.0.0.1:%d", port)))
+	ready := func() float64 { return testutil.ToFloat64(appDescriptorReady.WithLabelValues(addr)) }
+	token := map[string]string{"Authorization": "Bearer " + appUserToken(t)}
+	for _, path := range []string{"/api/whoami", "/webhooks", "/assets/app.css", "/manifest.json", "/"} {
+		status, body := rawRequest(t, "GET", path, token, "")
+		if status != http.StatusServiceUnavailable || !strings.Contains(body, `{"error":{"message":"The app is starting`) {
+			t.Errorf("GET %s while the app is down: %d %s", path, status, body)
+		}
+	}
+	resp, body := get(t, &http.Client{Timeout: 10 * time.Second}, "/api/whoami", token)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("while the app is down: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if ready() != 0 {
+		t.Errorf("servicegate_app_descriptor_ready = %v while the app is down", ready())
+	}
+
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Skipf("the app's port was taken meanwhile: %v", err)
+	}
+	app := newAppUpstreamOn(t, ln)
+	started := time.Now()
+	deadline := started.Add(10 * time.Second)
+	for {
+		status, body := rawRequest(t, "GET", "/api/whoami", token, "")
+		if status == 200 && body == "the app: /api/whoami" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the site did not serve the app within 10 s of its start: %d %s", status, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the site served the app %v after its start", time.Since(started).Round(time.Millisecond))
+	if ready() != 1 {
+		t.Errorf("servicegate_app_descriptor_ready = %v once the app is up", ready())
+	}
+	if status, _ := rawRequest(t, "POST", "/webhooks", token, "{}"); status != http.StatusUnauthorized || app.reached("/webhooks") != 0 {
+		t.Errorf("the webhook's route after the start: %d", status)
+	}
+}
+
+// TestServiceAppAwaitingStopsAtCleanup: the background read of a
+// descriptor address ends with the config, and a file or an answer that
+// is no descriptor still fails the load.
+func TestServiceAppAwaitingStopsAtCleanup(t *testing.T) {
+	before := runtime.NumGoroutine()
+	app := &ServiceApp{Descriptor: fmt.Sprintf("http://127.0.0.1:%d/manifest.json?cleanup=%d", freePort(), time.Now().UnixNano()),
+		ClientID: "c", ClientSecret: "s", AppSecrets: []string{"w"}}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := app.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if app.DescriptorReady() {
+		t.Error("ready without a descriptor")
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Cleanup() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Cleanup did not stop the background read")
+	}
+	for i := 0; runtime.NumGoroutine() > before && i < 50; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines left after Cleanup (%d before)", n, before)
+	}
+
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"modules":{"webhook":[{"key":"w","url":"/*"}]}}`)
+	}))
+	defer bad.Close()
+	for _, source := range []string{filepath.Join(t.TempDir(), "none.json"), bad.URL + fmt.Sprintf("/manifest.json?bad=%d", time.Now().UnixNano())} {
+		app := &ServiceApp{Descriptor: source, ClientID: "c", ClientSecret: "s", AppSecrets: []string{"w"}}
+		if err := app.Provision(ctx); err == nil {
+			_ = app.Cleanup()
+			t.Errorf("%s: loaded", source)
+		}
 	}
 }

@@ -24,6 +24,10 @@ func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if err := urlpath.Check(r.URL.EscapedPath()); err != nil {
 		return refuse(w, r, http.StatusBadRequest, err.Error())
 	}
+	if !a.DescriptorReady() {
+		w.Header().Set("Retry-After", appRetryAfter)
+		return refuse(w, r, http.StatusServiceUnavailable, appStartingMessage)
+	}
 	c := appChains.Get().(*appChain)
 	c.app, c.next, c.stage = a, next, appStageApp
 	err := a.route(w, r, c)
@@ -38,6 +42,12 @@ func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	}
 	return err
 }
+
+// What a site answers while its descriptor is awaited.
+const (
+	appRetryAfter      = "5"
+	appStartingMessage = "The app is starting: the gateway has not been able to read its descriptor yet. Try again in a few seconds."
+)
 
 // errAppNoUpstream is a request that reached the end of Caddy's chain
 // after passing service_app's checks.
