@@ -16,7 +16,8 @@ import (
 // ServeHTTP hands the request to the route of its path. A path that an
 // app's decoder could read as leaving one of its segments is refused
 // first, so that no route (a public prefix least of all) can be left by
-// another spelling of "..". A request that passes its checks and finds
+// another spelling of "..". While the descriptor is awaited every request
+// is answered 503 with Retry-After. A request that passes its checks and finds
 // nothing behind service_app (no reverse_proxy) is answered 502, never
 // Caddy's empty 200: a webhook delivery nobody received is not
 // acknowledged.

@@ -85,6 +85,9 @@ func TestCanonical(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = Canonical("/api/projects/42") }); n != 0 {
 		t.Errorf("a canonical path costs %v allocations", n)
 	}
+	if n := testing.AllocsPerRun(100, func() { _ = Check("/api/projects/42;v=1") }); n != 0 {
+		t.Errorf("checking a plain path costs %v allocations", n)
+	}
 }
 
 // FuzzCheck: no path panics; a path Check accepts holds no dot segment and
