@@ -376,3 +376,40 @@ func TestServiceAppAwaitingStopsAtCleanup(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceAppQueuedWebhookWithoutUpstreamE2E: a queued webhook names
+// its own destination (queue { to }), so without reverse_proxy a verified
+// delivery is still stored, acknowledged 202 and delivered there, while a
+// page is answered 502.
+func TestServiceAppQueuedWebhookWithoutUpstreamE2E(t *testing.T) {
+	app := newQueueApp(t)
+	app.up(t)
+	path := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, `
+localhost:{port} {
+	service_app {
+		descriptor `+path+`
+		client_id demo-client
+		client_secret demo-client-secret
+		app_secret demo-app-secret
+		webhook {
+			queue {
+				to http://`+app.addr+`
+				dir `+t.TempDir()+`
+			}
+		}
+	}
+}
+`)
+	if status, body := sendQueued(t, "/webhooks", "acme.example", queuedDelivery(1)); status != http.StatusAccepted {
+		t.Fatalf("a queued delivery: %d %s", status, body)
+	}
+	waitUntil(t, "the queued delivery to reach the app", func() bool { return app.total() == 1 })
+	bearer := map[string]string{"Authorization": "Bearer " + appUserToken(t)}
+	if status, body := rawRequest(t, "GET", "/projects", bearer, ""); status != http.StatusBadGateway {
+		t.Errorf("a page: %d %s", status, body)
+	}
+}
