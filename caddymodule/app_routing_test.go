@@ -137,7 +137,7 @@ func TestServiceAppModuleSpellingsE2E(t *testing.T) {
 	startCaddy(t, appSites(app.URL+"/manifest.json", strings.TrimPrefix(app.URL, "http://")))
 	bearer := map[string]string{"Authorization": "Bearer " + appUserToken(t), "Content-Type": "application/json"}
 	delivery := `{"events":[{"event":"project.translated"}]}`
-	for _, target := range []string{"/Webhooks", "/WEBHOOKS", "/webhooks/", "//webhooks", "/webhooks;jsessionid=1", "/webhooks;", "/%77ebhooks", "/%2577ebhooks", "/webhooks%3bx", "/Webhooks/?x=1"} {
+	for _, target := range []string{"/Webhooks", "/WEBHOOKS", "/webhooks/", "//webhooks", "/webhooks;jsessionid=1", "/webhooks;", "/%77ebhooks", "/%2577ebhooks", "/webhooks%3bx", "/webhooks%20", "/Webhooks/?x=1"} {
 		status, body := rawRequest(t, "POST", target, bearer, delivery)
 		if status != http.StatusUnauthorized || !strings.Contains(body, "not signed") {
 			t.Errorf("POST %s with a user token and no signature: %d %s, want the webhook's 401", target, status, body)

@@ -120,7 +120,8 @@ func unhex(c byte) byte {
 // Canonical is the form in which servicegate compares a request path with
 // the paths an app declares: decoded as Check decodes it, in one case
 // (Unicode letters that fold to ASCII ones, such as the Kelvin sign,
-// folded too), each segment without its ";param", and without empty
+// folded too), each segment without its ";param" and without spaces
+// around it (routers that trim path tokens), and without empty
 // segments (so without a trailing or doubled "/"). Every spelling that a
 // case-insensitive or lenient router takes for a declared path has that
 // path's canonical form. path is a path Check accepts, decoded once or
@@ -141,6 +142,7 @@ func Canonical(path string) string {
 	b.Grow(len(path) + 1)
 	for seg := range strings.SplitSeq(path, "/") {
 		seg, _, _ = strings.Cut(seg, ";")
+		seg = strings.Trim(seg, " \t")
 		if seg == "" {
 			continue
 		}
@@ -164,7 +166,7 @@ func isCanonical(path string) bool {
 	}
 	for i := 1; i < len(path); i++ {
 		switch c := path[i]; {
-		case c >= 0x80, 'A' <= c && c <= 'Z', c == '%', c == ';':
+		case c >= 0x80, 'A' <= c && c <= 'Z', c == '%', c == ';', c == ' ', c == '\t':
 			return false
 		case c == '/' && path[i-1] == '/':
 			return false

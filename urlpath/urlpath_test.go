@@ -66,7 +66,7 @@ func TestCanonical(t *testing.T) {
 	same := map[string][]string{
 		"/hooks/events": {"/hooks/events", "/Hooks/events", "/HOOKS/EVENTS", "/hooks/events/", "/hooks//events", "//hooks/events",
 			"/hooks;a=b/events", "/hooks/events;jsessionid=1", "/hooks/events;", "/hooks/%65vents", "/hooks/%2565vents",
-			"/hoo\u212as/events", "/hooks/events%3bx", "/hooks/event\u017f"},
+			"/hoo\u212as/events", "/hooks/events%3bx", "/hooks/event\u017f", "/hooks/events%20", "/hooks/ events", "/hooks%09/events"},
 		"/file-format": {"/file-format", "/File-Format/", "/file-format;x"},
 		"/":            {"/", "//", "/;x", ""},
 	}
