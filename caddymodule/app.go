@@ -242,9 +242,6 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	}
 	a.waiting = new(atomic.Bool)
 	registerCollector(ctx.GetMetricsRegistry(), appDescriptorReady)
-	repl := caddy.NewReplacer()
-	a.clientID = repl.ReplaceKnown(a.ClientID, "")
-	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
 	desc, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	var defects *descriptor.Defects
 	switch {
@@ -331,6 +328,9 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 		a.logger.Warn("the app descriptor changed since the config was adapted; the routes of the config are in use until it is adapted again",
 			zap.String("descriptor", a.Descriptor))
 	}
+	repl := caddy.NewReplacer()
+	a.clientID = repl.ReplaceKnown(a.ClientID, "")
+	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
 	a.modules = make(map[string]appModule)
 	for i := range routes {
