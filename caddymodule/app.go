@@ -139,6 +139,14 @@ type ServiceApp struct {
 	// expansion is made when the config loads.
 	Routes []AppRoute `json:"routes,omitempty"`
 
+	// waiting is set while the descriptor, an address that did not
+	// answer at load, is read in the background; the site answers 503.
+	waiting     *atomic.Bool
+	stopWaiting context.CancelFunc
+	waitDone    chan struct{}
+
+	noUpstreamOnce *sync.Once // logs a missing reverse_proxy once
+
 	desc       *descriptor.Descriptor
 	exact      map[string]caddyhttp.MiddlewareHandler // the sign-in's own paths, as they are
 	modules    map[string]appModule                   // module routes, by canonical path
@@ -152,14 +160,6 @@ type ServiceApp struct {
 	cleanups   []caddy.CleanerUpper
 	logger     *zap.Logger
 	descriptor []byte // the filled descriptor when BaseURL is set
-
-	noUpstreamOnce *sync.Once // logs a missing reverse_proxy once
-
-	// waiting is set while the descriptor, an address that did not
-	// answer at load, is read in the background; the site answers 503.
-	waiting     *atomic.Bool
-	stopWaiting context.CancelFunc
-	waitDone    chan struct{}
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
