@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/servicegate/servicegate/urlpath"
 )
 
 const good = `{
@@ -257,6 +259,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"modules":{"custom-file-format":[{"key":"f","url":"/f","type":"t","signaturePatterns":{"fileName":"(a"}}]}}`))
 	f.Add([]byte(`{"baseUrl":"http://x","authentication":{"clientId":"c"}}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"modules":{"file-pre-export":[{"key":"p","url":"/api/*"},{"key":"q","url":"/a/..;/b"},{"key":"r","url":"/A/"}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := Parse("fuzz", data)
 		if (d == nil) == (err == nil) {
@@ -272,6 +275,11 @@ func FuzzParse(f *testing.F) {
 		for _, m := range d.Modules() {
 			if m.Key == "" || !strings.HasPrefix(m.Path(), "/") || strings.HasPrefix(m.URL, "//") {
 				t.Fatalf("accepted module %+v", m)
+			}
+			// A plain path: nothing a router reads as a pattern, and
+			// nothing that decodes, trims or folds into another path.
+			if strings.ContainsAny(m.URL, "*?#%;\\ \t") || urlpath.Check(m.URL) != nil || urlpath.Canonical(m.URL) != strings.ToLower(m.URL) {
+				t.Fatalf("accepted module url %q", m.URL)
 			}
 		}
 		if _, err := d.Filled("https://app.example", "c"); err != nil {
