@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/health"
+	"github.com/servicegate/servicegate/urlpath"
 )
 
 // Defaults of service_app.
@@ -53,7 +58,10 @@ type ServiceApp struct {
 	// Descriptor is the app descriptor: a JSON file, or an address on the
 	// app such as http://127.0.0.1:3000/manifest.json. An address is read
 	// when the config loads; the last good copy is kept in Caddy's data
-	// directory and used while the app cannot answer. Required.
+	// directory and used while the app cannot answer. Without one, an
+	// address that does not answer leaves the site answering 503 with
+	// Retry-After while it is read again in the background, with backoff.
+	// Required.
 	Descriptor string `json:"descriptor,omitempty"`
 
 	// DescriptorPath is where the descriptor is served to the service.
@@ -142,9 +150,21 @@ type ServiceApp struct {
 	// expansion is made when the config loads.
 	Routes []AppRoute `json:"routes,omitempty"`
 
+	// waiting is set while the descriptor, an address that did not
+	// answer at load, is read in the background; the site answers 503.
+	waiting     *atomic.Bool
+	stopWaiting context.CancelFunc
+	waitDone    chan struct{}
+	// waitingHealth answers the health path while the descriptor is
+	// awaited.
+	waitingHealth *appHealthCheck
+
+	noUpstreamOnce *sync.Once // logs a missing reverse_proxy once
+
 	desc       *descriptor.Descriptor
-	descState  health.Descriptor // what the health check reports of desc
-	exact      map[string]caddyhttp.MiddlewareHandler
+	descState  health.Descriptor                      // what the health check reports of desc
+	exact      map[string]caddyhttp.MiddlewareHandler // the sign-in's own paths, as they are
+	modules    map[string]appModule                   // module routes, by canonical path
 	prefixes   []appPrefix
 	public     caddyhttp.MatchPath
 	guard      *AppRoute
@@ -194,6 +214,13 @@ type appPrefix struct {
 	handler caddyhttp.MiddlewareHandler
 }
 
+// appModule is the route of one module url: the url as declared, which the
+// app receives whatever spelling of it the request used, and its handler.
+type appModule struct {
+	path    string
+	handler caddyhttp.MiddlewareHandler
+}
+
 // CaddyModule returns the Caddy module information.
 func (ServiceApp) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -225,15 +252,98 @@ func loadDescriptor(ctx context.Context, source string, logger *zap.Logger) (*de
 // holds them, and provisions every handler of every route.
 func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.noUpstreamOnce = new(sync.Once)
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
+	a.waiting = new(atomic.Bool)
+	registerCollector(ctx.GetMetricsRegistry(), appDescriptorReady)
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
-	if err != nil {
+	var defects *descriptor.Defects
+	switch {
+	case err == nil:
+		appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(1)
+		a.descState = descriptorState(loaded)
+		return a.provisionRoutes(ctx, loaded.Descriptor)
+	case !descriptor.IsAddress(a.Descriptor) || errors.As(err, &defects):
+		// A missing or defective file, or an answer that is no
+		// descriptor: a mistake to fix, not an app still starting.
 		return fmt.Errorf("service_app: %w", err)
 	}
-	desc := loaded.Descriptor
-	a.desc, a.descState = desc, descriptorState(loaded)
+	// The app does not answer yet (the gateway started first): the site
+	// answers 503 until the descriptor is read in the background.
+	a.waiting.Store(true)
+	appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(0)
+	a.logger.Warn("the app descriptor could not be read and there is no last good copy; the site answers 503 until it is read, trying again in the background",
+		zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
+	if err := a.provisionWaitingHealth(ctx); err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	a.stopWaiting, a.waitDone = stop, make(chan struct{})
+	go a.awaitDescriptor(wctx, ctx)
+	return nil
+}
+
+// awaitDescriptor reads the descriptor with backoff until it is read, then
+// makes the routes and lets the site serve.
+func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context) {
+	defer close(a.waitDone)
+	last := "unreachable" // the kind of failure last logged (by Provision)
+	desc, err := descriptor.Await(wctx, descriptor.DefaultBackoff,
+		func(c context.Context) (*descriptor.Descriptor, error) {
+			l, err := loadDescriptor(c, a.Descriptor, a.logger)
+			if err != nil {
+				return nil, err
+			}
+			return l.Descriptor, nil
+		},
+		func(err error, wait time.Duration) {
+			kind := "unreachable"
+			var defects *descriptor.Defects
+			if errors.As(err, &defects) {
+				kind = "defective"
+			}
+			if kind != last {
+				a.logger.Warn("the app descriptor still cannot be used; the site answers 503", zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
+			}
+			last = kind
+			a.logger.Debug("the app descriptor could not be read; trying again", zap.Duration("wait", wait), zap.Error(err))
+		})
+	if err != nil {
+		return // the config is unloading
+	}
+	a.descState = health.Descriptor{State: health.DescriptorRead, At: time.Now()}
+	if err := a.provisionRoutes(ctx, desc); err != nil {
+		a.logger.Error("the app descriptor was read but its routes could not be made; the site answers 503 until the config is fixed and reloaded",
+			zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
+		return
+	}
+	a.waiting.Store(false)
+	appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(1)
+	a.logger.Info("the app descriptor was read; the site serves the app", zap.String("descriptor", a.descriptorLabel()))
+}
+
+// DescriptorReady tells whether service_app has read its descriptor and
+// routes the site; until then every request is answered 503.
+func (a *ServiceApp) DescriptorReady() bool {
+	return a.waiting == nil || !a.waiting.Load()
+}
+
+// descriptorLabel names the descriptor in logs and metrics, without the
+// credentials an address may hold.
+func (a *ServiceApp) descriptorLabel() string {
+	if u, err := url.Parse(a.Descriptor); err == nil && descriptor.IsAddress(a.Descriptor) {
+		return u.Redacted()
+	}
+	return a.Descriptor
+}
+
+// provisionRoutes expands desc into routes unless the config holds them,
+// and provisions every handler of every route.
+func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descriptor) error {
+	var err error
+	a.desc = desc
 	routes := a.Routes
 	if len(routes) == 0 {
 		if routes, err = a.Expand(desc); err != nil {
@@ -251,11 +361,12 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 		a.site.warnHostless(ctx, a.logger, "the descriptor (and the sign-in and spill links)")
 	}
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
+	a.modules = make(map[string]appModule)
 	for i := range routes {
 		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
 			// Caddy cleans up only modules that provisioned: let go of
 			// what the routes before this one hold (queues, watchers).
-			_ = a.Cleanup()
+			_ = a.cleanupHandlers()
 			return err
 		}
 	}
@@ -347,9 +458,15 @@ func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
 	}
 	if prefix, ok := strings.CutSuffix(rt.Path, "*"); ok {
 		a.prefixes = append(a.prefixes, appPrefix{prefix, h})
-	} else {
-		a.exact[rt.Path] = h
+		return nil
 	}
+	// Every spelling of the url that a lenient router takes for it (case,
+	// trailing slash, ;param, encoding) gets the module's checks.
+	key := urlpath.Canonical(rt.Path)
+	if other, ok := a.modules[key]; ok {
+		return fmt.Errorf("service_app: routes %s and %s are one path to the app (they differ only in case, slashes or a ;param)", other.path, rt.Path)
+	}
+	a.modules[key] = appModule{rt.Path, h}
 	return nil
 }
 
@@ -385,11 +502,23 @@ func (a *ServiceApp) Validate() error {
 	return nil
 }
 
-// Cleanup releases what the handlers hold.
+// Cleanup stops reading the descriptor in the background and releases
+// what the handlers hold.
 func (a *ServiceApp) Cleanup() error {
+	if a.stopWaiting != nil {
+		a.stopWaiting()
+		<-a.waitDone
+	}
 	appHealth.Delete(a)
+	return a.cleanupHandlers()
+}
+
+// cleanupHandlers releases what the handlers hold.
+func (a *ServiceApp) cleanupHandlers() error {
+	cleanups := a.cleanups
+	a.cleanups = nil
 	var errs []error
-	for _, c := range a.cleanups {
+	for _, c := range cleanups {
 		errs = append(errs, c.Cleanup())
 	}
 	return errors.Join(errs...)

@@ -4,13 +4,17 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/descriptor"
 )
@@ -19,11 +23,71 @@ func init() {
 	caddy.RegisterModule(ServiceApp{})
 	httpcaddyfile.RegisterHandlerDirective("service_app", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		a := new(ServiceApp)
+		h.Next()
+		at := h.Token()
+		h.Reset()
 		if err := a.UnmarshalCaddyfile(h.Dispenser); err != nil {
 			return nil, err
 		}
+		if !h.IsNamedRoute() && !siteHasUpstream(h) {
+			addAdaptWarning(h, caddyconfig.Warning{File: at.File, Line: at.Line, Directive: "service_app",
+				Message: "service_app has no handler after it in this site: add reverse_proxy to the app; until then every request that passes its checks is answered 502"})
+		}
 		return a, nil
 	})
+}
+
+// appUpstreamDirectives are the directives after which a request of a site
+// is answered by something other than Caddy's empty end of chain.
+var appUpstreamDirectives = []string{
+	"reverse_proxy", "php_fastcgi", "file_server", "respond", "static_response", "redir", "error", "abort",
+	"handle", "handle_path", "route", "invoke",
+}
+
+// siteHasUpstream tells whether the site block of h has a directive that
+// answers requests: without one, service_app passes them to nothing.
+// httpcaddyfile gives a directive no view of its site's other directives,
+// so the block's directive names are read from the helper's (unexported)
+// parent block; when Caddy changes that field, the answer is yes and no
+// warning is given.
+func siteHasUpstream(h httpcaddyfile.Helper) bool {
+	segs := reflect.ValueOf(h).FieldByName("parentBlock")
+	if !segs.IsValid() {
+		return true
+	}
+	if segs = segs.FieldByName("Segments"); !segs.IsValid() || segs.Kind() != reflect.Slice {
+		return true
+	}
+	for i := range segs.Len() {
+		seg := segs.Index(i)
+		if seg.Kind() != reflect.Slice || seg.Len() == 0 {
+			continue
+		}
+		text := seg.Index(0).FieldByName("Text")
+		if !text.IsValid() || text.Kind() != reflect.String {
+			return true
+		}
+		if slices.Contains(appUpstreamDirectives, text.String()) {
+			return true
+		}
+	}
+	return false
+}
+
+// addAdaptWarning adds w to the warnings the Caddyfile adapter returns
+// (`caddy adapt` prints them, `caddy run` logs them). httpcaddyfile keeps
+// them in an unexported field of the helper, with no method for a
+// directive to add one; when Caddy changes that field, the warning is
+// logged instead.
+func addAdaptWarning(h httpcaddyfile.Helper, w caddyconfig.Warning) {
+	f := reflect.ValueOf(&h).Elem().FieldByName("warnings")
+	if f.IsValid() && f.Type() == reflect.TypeFor[*[]caddyconfig.Warning]() {
+		if ws := *(**[]caddyconfig.Warning)(unsafe.Pointer(f.UnsafeAddr())); ws != nil {
+			*ws = append(*ws, w)
+			return
+		}
+	}
+	caddy.Log().Warn(w.Message, zap.String("file", w.File), zap.Int("line", w.Line))
 }
 
 // appAdaptTimeout bounds the read of a descriptor by address while the

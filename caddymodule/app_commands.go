@@ -30,8 +30,9 @@ check <descriptor>
   Reads an app descriptor (a file, or an address such as
   http://127.0.0.1:3000/manifest.json) and reports every defect service_app
   would refuse at load: missing key or url, duplicate keys or urls, absolute
-  urls, a webhook without events, unknown environments, signaturePatterns
-  that do not compile. Exit code 1 on a defect.
+  urls, urls that are not plain paths (wildcards, queries, encodings), a
+  webhook without events, unknown environments, signaturePatterns that do
+  not compile. Exit code 1 on a defect.
 
 send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs]
   Installs the app in the emulated service from its descriptor and calls

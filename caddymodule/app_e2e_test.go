@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -48,9 +49,14 @@ type appUpstream struct {
 }
 
 func newAppUpstream(t *testing.T) *appUpstream {
+	return newAppUpstreamOn(t, nil)
+}
+
+// newAppUpstreamOn is the app listening on ln (nil: a free port).
+func newAppUpstreamOn(t *testing.T, ln net.Listener) *appUpstream {
 	u := &appUpstream{}
 	formats := formatapp.Handler()
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.seen = append(u.seen, r.Method+" "+r.URL.Path)
 		u.last = r.Header.Clone()
@@ -69,6 +75,11 @@ func newAppUpstream(t *testing.T) *appUpstream {
 			io.WriteString(w, "the app: "+r.URL.RequestURI())
 		}
 	}))
+	if ln != nil {
+		u.Server.Listener.Close()
+		u.Server.Listener = ln
+	}
+	u.Server.Start()
 	t.Cleanup(u.Close)
 	return u
 }

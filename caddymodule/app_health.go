@@ -21,6 +21,7 @@ import (
 	"github.com/servicegate/servicegate/health"
 	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/respond"
+	"github.com/servicegate/servicegate/urlpath"
 )
 
 func init() {
@@ -62,23 +63,52 @@ func descriptorState(l *descriptor.Loaded) health.Descriptor {
 // provisioned.
 func (a *ServiceApp) provisionHealth(ctx caddy.Context) error {
 	if err := a.setUpHealth(ctx); err != nil {
-		_ = a.Cleanup()
+		_ = a.cleanupHandlers()
 		return err
 	}
 	return nil
 }
 
-func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
-	hc := &appHealthCheck{app: cmp.Or(a.desc.Identifier, a.desc.Name)}
-	hc.checker.Descriptor = func() health.Descriptor { return a.descState }
+// provisionWaitingHealth sets up the health check of an app whose
+// descriptor is still awaited: it reports the descriptor not read (503),
+// with Redis, at the health path, which ServeHTTP answers while waiting.
+// provisionHealth replaces it once the descriptor is read.
+func (a *ServiceApp) provisionWaitingHealth(ctx caddy.Context) error {
+	hc, err := a.newHealthCheck(ctx, a.descriptorLabel())
+	if err != nil {
+		return err
+	}
+	hc.checker.Descriptor = func() health.Descriptor { return health.Descriptor{State: health.DescriptorNotRead} }
+	if a.Health != "off" {
+		hc.path = cmp.Or(a.Health, appDefaultHealthPath)
+	}
+	a.waitingHealth = hc
+	appHealth.Store(a, hc)
+	registerCollector(ctx.GetMetricsRegistry(), prometheus.Collector(descriptorCollector))
+	return nil
+}
+
+// newHealthCheck is the health check of app with the parts every app has:
+// Redis, when the servicegate app holds a client.
+func (a *ServiceApp) newHealthCheck(ctx caddy.Context, app string) (*appHealthCheck, error) {
+	hc := &appHealthCheck{app: app}
 	sg, err := servicegateApp(ctx)
 	if err != nil {
-		return fmt.Errorf("service_app: %w", err)
+		return nil, fmt.Errorf("service_app: %w", err)
 	}
 	if sg != nil {
 		c := sg.Client()
 		hc.checker.Redis, hc.checker.RedisAddress = c.Ping, c.Addr()
 	}
+	return hc, nil
+}
+
+func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
+	hc, err := a.newHealthCheck(ctx, cmp.Or(a.desc.Identifier, a.desc.Name))
+	if err != nil {
+		return err
+	}
+	hc.checker.Descriptor = func() health.Descriptor { return a.descState }
 	var queues []appQueueHealth
 	seen := map[string]bool{}
 	for _, rt := range a.Routes {
@@ -108,7 +138,8 @@ func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
 	}
 	if a.Health != "off" {
 		hc.path = cmp.Or(a.Health, appDefaultHealthPath)
-		if _, taken := a.exact[hc.path]; taken || hc.path == a.descPath || (a.spillPath != "" && strings.HasPrefix(hc.path, a.spillPath)) {
+		_, module := a.modules[urlpath.Canonical(hc.path)]
+		if _, taken := a.exact[hc.path]; taken || module || hc.path == a.descPath || (a.spillPath != "" && strings.HasPrefix(hc.path, a.spillPath)) {
 			return fmt.Errorf("service_app: the health check's path %s is also a path of the app: choose another with health <path>, or turn it off with health off", hc.path)
 		}
 		a.exact[hc.path] = appHealthHandler{hc}

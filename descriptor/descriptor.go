@@ -14,6 +14,9 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"unicode"
+
+	"github.com/servicegate/servicegate/urlpath"
 )
 
 // Module kinds, as the descriptor names them under "modules".
@@ -263,25 +266,60 @@ func readModule(defects *Defects, where *string, obj map[string]json.RawMessage)
 }
 
 // urlProblem says what is wrong with a module url, or "" when it is a
-// relative path the gateway can route.
+// plain path the gateway can route exactly: "/" and segments of letters,
+// digits and "-._~!$&'()+,=:@", without "." or ".." segments or empty
+// ones. Anything else (a wildcard, a query, a fragment, an encoding,
+// whitespace) could make a route that reaches more than the module, or a
+// module url that the service and the gateway read differently.
 func urlProblem(u string) string {
-	parsed, err := url.Parse(u)
 	switch {
-	case err != nil:
-		return "is not a valid URL path"
-	case parsed.Scheme != "" || parsed.Host != "" || strings.HasPrefix(u, "//"):
+	case strings.HasPrefix(u, "//") || strings.Contains(u, "://"):
 		return "is absolute; a module url is a path relative to the app's base address, such as \"/webhooks\""
 	case !strings.HasPrefix(u, "/"):
+		if parsed, err := url.Parse(u); err == nil && parsed.Scheme != "" {
+			return "is absolute; a module url is a path relative to the app's base address, such as \"/webhooks\""
+		}
 		return "must start with \"/\""
-	case parsed.Fragment != "" || strings.Contains(u, "#"):
-		return "has a fragment, which the service never sends"
 	}
-	for _, seg := range strings.Split(parsed.Path, "/") {
-		if seg == ".." || seg == "." {
+	for _, c := range u {
+		switch {
+		case c == '*':
+			return "has a wildcard \"*\"; a module url is one plain path, such as \"/webhooks\""
+		case c == '?':
+			return "has a query (\"?\"); a module url is a plain path, without a query"
+		case c == '#':
+			return "has a fragment (\"#\"), which the service never sends; a module url is a plain path"
+		case c == '%':
+			return "has a percent-encoding (\"%\"); write the path as plain characters"
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || unicode.IsSpace(c):
+			return "has whitespace; a module url is a plain path"
+		case !plainPathChar(c):
+			return fmt.Sprintf("has the character %q; a module url is a plain path of letters, digits and - . _ ~ ! $ & ' ( ) + , = : @ between slashes", c)
+		}
+	}
+	if u == "/" {
+		return ""
+	}
+	for _, seg := range strings.Split(u[1:], "/") {
+		switch seg {
+		case ".", "..":
 			return "has a \".\" or \"..\" segment"
+		case "":
+			return "has an empty segment (\"//\" or a trailing \"/\"); write it without"
 		}
 	}
 	return ""
+}
+
+// plainPathChar tells whether c may stand in a module url: the characters
+// RFC 3986 allows in a path segment unencoded, less ";" (a path
+// parameter to many servers) and the reserved ones handled above.
+func plainPathChar(c rune) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.ContainsRune("/-._~!$&'()+,=:@", c)
 }
 
 // checkUnique reports keys and paths declared by more than one module.
@@ -294,7 +332,9 @@ func (d *Descriptor) checkUnique(defects *Defects) {
 			keys[m.Key] = append(keys[m.Key], where)
 		}
 		if m.URL != "" {
-			paths[m.Path()] = append(paths[m.Path()], where)
+			// Two urls the gateway routes alike (another case) are one.
+			p := urlpath.Canonical(m.Path())
+			paths[p] = append(paths[p], where)
 		}
 	}
 	for i, m := range d.FileFormats {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/servicegate/servicegate/urlpath"
 )
 
 const good = `{
@@ -94,8 +96,19 @@ func TestParseDefects(t *testing.T) {
 		"patterns not obj": {`{"modules":{"file-pre-export":[{"key":"p","url":"/p","signaturePatterns":"x"}]}}`, []string{"signaturePatterns is not an object"}},
 		"duplicate key": {`{"modules":{"file-pre-export":[{"key":"p","url":"/p"}],"webhook":[{"key":"p","url":"/w","events":["e"]}]}}`,
 			[]string{`key "p" is used by modules.file-pre-export[0] and modules.webhook[0]`}},
-		"duplicate url": {`{"modules":{"file-pre-export":[{"key":"p","url":"/x"}],"custom-file-format":[{"key":"f","type":"t","url":"/x?a=1"}]}}`,
+		"duplicate url": {`{"modules":{"file-pre-export":[{"key":"p","url":"/x"}],"custom-file-format":[{"key":"f","type":"t","url":"/X"}]}}`,
 			[]string{`url path "/x" is used by modules.custom-file-format[0] and modules.file-pre-export[0]`}},
+		"wildcard url":     {`{"modules":{"webhook":[{"key":"w","url":"/*","events":["e"]}]}}`, []string{`(key "w"): url "/*" has a wildcard`}},
+		"prefix url":       {`{"modules":{"file-pre-export":[{"key":"p","url":"/api/*"}]}}`, []string{`(key "p"): url "/api/*" has a wildcard`}},
+		"query url":        {`{"modules":{"file-pre-export":[{"key":"p","url":"/p?x=1"}]}}`, []string{`url "/p?x=1" has a query`}},
+		"fragment url":     {`{"modules":{"file-pre-export":[{"key":"p","url":"/p#x"}]}}`, []string{`url "/p#x" has a fragment`}},
+		"encoded url":      {`{"modules":{"file-pre-export":[{"key":"p","url":"/a%2e%2e"}]}}`, []string{"has a percent-encoding"}},
+		"space url":        {`{"modules":{"file-pre-export":[{"key":"p","url":"/a b"}]}}`, []string{"has whitespace"}},
+		"tab url":          {`{"modules":{"file-pre-export":[{"key":"p","url":"/a\tb"}]}}`, []string{"has whitespace"}},
+		"semicolon url":    {`{"modules":{"file-pre-export":[{"key":"p","url":"/a;b"}]}}`, []string{`has the character ';'`}},
+		"backslash url":    {`{"modules":{"file-pre-export":[{"key":"p","url":"/a\\..\\b"}]}}`, []string{`has the character '\\'`}},
+		"dot url":          {`{"modules":{"file-pre-export":[{"key":"p","url":"/a/./b"}]}}`, []string{`".."`}},
+		"trailing slash":   {`{"modules":{"file-pre-export":[{"key":"p","url":"/a/"}]}}`, []string{"empty segment"}},
 		"bad base url":     {`{"baseUrl":"ftp://x"}`, []string{`baseUrl "ftp://x" is not an absolute http or https address`}},
 		"identifier int":   {`{"identifier":5}`, []string{"identifier is not a string"}},
 		"no descriptor":    {`{"status":"starting"}`, []string{"not an app descriptor", "identifier", "modules"}},
@@ -254,6 +267,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"modules":{"custom-file-format":[{"key":"f","url":"/f","type":"t","signaturePatterns":{"fileName":"(a"}}]}}`))
 	f.Add([]byte(`{"baseUrl":"http://x","authentication":{"clientId":"c"}}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"modules":{"file-pre-export":[{"key":"p","url":"/api/*"},{"key":"q","url":"/a/..;/b"},{"key":"r","url":"/A/"}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := Parse("fuzz", data)
 		if (d == nil) == (err == nil) {
@@ -269,6 +283,11 @@ func FuzzParse(f *testing.F) {
 		for _, m := range d.Modules() {
 			if m.Key == "" || !strings.HasPrefix(m.Path(), "/") || strings.HasPrefix(m.URL, "//") {
 				t.Fatalf("accepted module %+v", m)
+			}
+			// A plain path: nothing a router reads as a pattern, and
+			// nothing that decodes, trims or folds into another path.
+			if strings.ContainsAny(m.URL, "*?#%;\\ \t") || urlpath.Check(m.URL) != nil || urlpath.Canonical(m.URL) != strings.ToLower(m.URL) {
+				t.Fatalf("accepted module url %q", m.URL)
 			}
 		}
 		if _, err := d.Filled("https://app.example", "c"); err != nil {
