@@ -257,12 +257,10 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
 	a.waiting = new(atomic.Bool)
-	registerCollector(ctx.GetMetricsRegistry(), appDescriptorReady)
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	var defects *descriptor.Defects
 	switch {
 	case err == nil:
-		appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(1)
 		a.descState = descriptorState(loaded)
 		return a.provisionRoutes(ctx, loaded.Descriptor)
 	case !descriptor.IsAddress(a.Descriptor) || errors.As(err, &defects):
@@ -273,7 +271,6 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	// The app does not answer yet (the gateway started first): the site
 	// answers 503 until the descriptor is read in the background.
 	a.waiting.Store(true)
-	appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(0)
 	a.logger.Warn("the app descriptor could not be read and there is no last good copy; the site answers 503 until it is read, trying again in the background",
 		zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
 	if err := a.provisionWaitingHealth(ctx); err != nil {
@@ -320,7 +317,6 @@ func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context) {
 		return
 	}
 	a.waiting.Store(false)
-	appDescriptorReady.WithLabelValues(a.descriptorLabel()).Set(1)
 	a.logger.Info("the app descriptor was read; the site serves the app", zap.String("descriptor", a.descriptorLabel()))
 }
 

@@ -150,34 +150,47 @@ func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
 }
 
 // descriptorCollector reports the descriptor of every service_app when
-// scraped: servicegate_app_descriptor_stale (1 while the last good copy
-// serves because the app did not answer it) and
+// scraped, by app (the descriptor's identifier, or its file or address,
+// without credentials, while it is awaited: bounded by the config):
+// servicegate_app_descriptor_ready (0 while the descriptor, an address
+// that did not answer at load, is awaited and the site answers 503),
+// servicegate_app_descriptor_stale (1 while the last good copy serves
+// because the app did not answer it) and
 // servicegate_app_descriptor_read_timestamp_seconds (when the copy in use
-// was read: a time, not an age, as Prometheus advises), by app (the
-// descriptor's identifier: bounded by the config). Two blocks of one app
-// (or the old and the new config during a reload) report the older copy.
+// was read: a time, not an age, as Prometheus advises). Two blocks of one
+// app (or the old and the new config during a reload) report the older
+// copy.
 var descriptorCollector = &appDescriptorCollector{
+	ready: prometheus.NewDesc("servicegate_app_descriptor_ready",
+		"1 while service_app has read the app's descriptor and serves the site, 0 while it awaits the descriptor and answers 503, by app.", []string{"app"}, nil),
 	stale: prometheus.NewDesc("servicegate_app_descriptor_stale",
 		"1 while service_app serves the last good copy of the app's descriptor because the app did not answer it, else 0, by app.", []string{"app"}, nil),
 	readAt: prometheus.NewDesc("servicegate_app_descriptor_read_timestamp_seconds",
 		"When the copy of the app's descriptor in use was read (Unix time), by app.", []string{"app"}, nil),
 }
 
-type appDescriptorCollector struct{ stale, readAt *prometheus.Desc }
+type appDescriptorCollector struct{ ready, stale, readAt *prometheus.Desc }
 
-func (c *appDescriptorCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.stale; ch <- c.readAt }
+func (c *appDescriptorCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.ready
+	ch <- c.stale
+	ch <- c.readAt
+}
 
 func (c *appDescriptorCollector) Collect(ch chan<- prometheus.Metric) {
 	type state struct {
-		stale  float64
-		readAt time.Time
+		notRead, stale float64
+		readAt         time.Time
 	}
 	byApp := map[string]state{}
 	appHealth.Range(func(_, v any) bool {
 		hc := v.(*appHealthCheck)
 		d := hc.checker.Descriptor()
 		s := byApp[hc.app]
-		if d.State != health.DescriptorRead {
+		switch d.State {
+		case health.DescriptorNotRead:
+			s.notRead = 1
+		case health.DescriptorLastGood:
 			s.stale = 1
 		}
 		if !d.At.IsZero() && (s.readAt.IsZero() || d.At.Before(s.readAt)) {
@@ -187,6 +200,7 @@ func (c *appDescriptorCollector) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	for app, s := range byApp {
+		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, 1-s.notRead, app)
 		ch <- prometheus.MustNewConstMetric(c.stale, prometheus.GaugeValue, s.stale, app)
 		if !s.readAt.IsZero() {
 			ch <- prometheus.MustNewConstMetric(c.readAt, prometheus.GaugeValue, float64(s.readAt.UnixMilli())/1e3, app)

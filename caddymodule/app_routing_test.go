@@ -19,7 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/servicegate/servicegate/emulator"
 )
@@ -293,7 +293,7 @@ func TestServiceAppAwaitsDescriptorE2E(t *testing.T) {
 	// found for the address.
 	addr := fmt.Sprintf("http://127.0.0.1:%d/manifest.json?start=%d", port, time.Now().UnixNano())
 	startCaddy(t, appSites(addr, fmt.Sprintf("127.0.0.1:%d", port)))
-	ready := func() float64 { return testutil.ToFloat64(appDescriptorReady.WithLabelValues(addr)) }
+	ready := func() float64 { return descriptorGauge(t, "servicegate_app_descriptor_ready", addr) }
 	token := map[string]string{"Authorization": "Bearer " + appUserToken(t)}
 	for _, path := range []string{"/api/whoami", "/webhooks", "/assets/app.css", "/manifest.json", "/"} {
 		status, body := rawRequest(t, "GET", path, token, "")
@@ -332,8 +332,8 @@ func TestServiceAppAwaitsDescriptorE2E(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("the site served the app %v after its start", time.Since(started).Round(time.Millisecond))
-	if ready() != 1 {
-		t.Errorf("servicegate_app_descriptor_ready = %v once the app is up", ready())
+	if ready := descriptorGauge(t, "servicegate_app_descriptor_ready", "demo-app"); ready != 1 {
+		t.Errorf("servicegate_app_descriptor_ready = %v once the app is up", ready)
 	}
 	if status, body := rawRequest(t, "GET", appDefaultHealthPath, nil, ""); status != http.StatusOK || !strings.Contains(body, `"state":"read"`) {
 		t.Errorf("the health check once the app is up: %d %s", status, body)
@@ -420,4 +420,29 @@ localhost:{port} {
 	if status, body := rawRequest(t, "GET", "/projects", bearer, ""); status != http.StatusBadGateway {
 		t.Errorf("a page: %d %s", status, body)
 	}
+}
+
+// descriptorGauge is the value of the descriptor gauge name for app, or -1
+// when there is none.
+func descriptorGauge(t *testing.T, name, app string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(descriptorCollector)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "app" && l.GetValue() == app {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
