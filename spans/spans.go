@@ -122,7 +122,7 @@ type providerBox struct{ p trace.TracerProvider }
 // Learn remembers the tracer provider of ctx's span when it records.
 func (l *Later) Learn(ctx context.Context) {
 	s := trace.SpanFromContext(ctx)
-	if !s.IsRecording() {
+	if l == nil || !s.IsRecording() {
 		return
 	}
 	p := s.TracerProvider()
@@ -134,10 +134,14 @@ func (l *Later) Learn(ctx context.Context) {
 
 // Start starts a span named name as a child of the span that traceparent
 // names, and returns ctx holding it. Without a provider learnt, or without
-// a valid traceparent, it returns ctx and the zero Span.
+// a valid traceparent, it returns ctx and the zero Span; so does a nil
+// Later.
 func (l *Later) Start(ctx context.Context, name, traceparent string) (context.Context, Span) {
+	if l == nil || traceparent == "" {
+		return ctx, Span{}
+	}
 	b := l.provider.Load()
-	if b == nil || traceparent == "" {
+	if b == nil {
 		return ctx, Span{}
 	}
 	parent := trace.SpanContextFromContext(w3c.Extract(ctx, propagation.HeaderCarrier{"Traceparent": {traceparent}}))
