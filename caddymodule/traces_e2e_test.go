@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/servicegate/servicegate/emulator"
@@ -22,6 +24,7 @@ import (
 type exportedSpan struct {
 	name, trace, id, parent string
 	attrs                   map[string]string
+	failed                  string // the status message of a span marked failed
 }
 
 // otlpReceiver is an OTLP/HTTP (protobuf) trace receiver on loopback: what
@@ -58,10 +61,14 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 							attrs[kv.Key] = fmt.Sprint(v.IntValue)
 						}
 					}
-					rcv.spans = append(rcv.spans, exportedSpan{
+					span := exportedSpan{
 						name: s.Name, trace: hex.EncodeToString(s.TraceId), id: hex.EncodeToString(s.SpanId),
 						parent: hex.EncodeToString(s.ParentSpanId), attrs: attrs,
-					})
+					}
+					if s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+						span.failed = s.GetStatus().GetMessage()
+					}
+					rcv.spans = append(rcv.spans, span)
 				}
 			}
 		}
@@ -147,6 +154,12 @@ func TestTracesE2E(t *testing.T) {
 	if tp := app.header().Get("Traceparent"); tp == "" {
 		t.Error("the app got no traceparent")
 	}
+	if resp, body := request(t, noRedirects, "GET", "/api/whoami", map[string]string{"Authorization": "Bearer not.a.token"}, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a bad token: %d %s", resp.StatusCode, body)
+	}
+	if bad := rcv.find(t, "servicegate.token.check", func(s exportedSpan) bool { return s.failed != "" }); strings.Contains(bad.failed, "not.a.token") {
+		t.Errorf("the failed token check names the token: %q", bad.failed)
+	}
 
 	hit := func(v string) func(exportedSpan) bool {
 		return func(s exportedSpan) bool { return s.attrs["servicegate.subscription.cache_hit"] == v }
@@ -203,6 +216,15 @@ func TestTracesQueueE2E(t *testing.T) {
 		t.Fatalf("delivery: %d %s", status, answer)
 	}
 	waitUntil(t, "the delivery to reach the app", func() bool { return app.total() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	status, _, err := emulator.SendDelivery(ctx, noRedirects, e2eURL("/webhooks/in"), emulator.Delivery{
+		Body: []byte(queuedDelivery(2)), Secret: "not-the-app-secret", OrganizationID: "1", Domain: "acme.example", ModuleKey: "events-hook",
+	})
+	if err != nil || status != http.StatusUnauthorized {
+		t.Fatalf("a delivery with a bad signature: %d %v", status, err)
+	}
+	rcv.find(t, "servicegate.webhook.check", func(s exportedSpan) bool { return s.failed == "refused" })
 
 	req := rcv.find(t, "webhooks", func(exportedSpan) bool { return true })
 	rcv.find(t, "servicegate.webhook.check", childOf(req))
@@ -216,6 +238,60 @@ func TestTracesQueueE2E(t *testing.T) {
 		}
 		if n == "2" && traceparent != "00-"+attempt.trace+"-"+attempt.id+"-01" {
 			t.Errorf("the app got traceparent %q, want the attempt's %s/%s", traceparent, attempt.trace, attempt.id)
+		}
+	}
+}
+
+// TestTracesSpillE2E: an answer handed over by URL shows its store under
+// the job's request span, and each download (the one that works and the
+// one refused) under its own.
+func TestTracesSpillE2E(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	tracingTo(t, rcv)
+	built := pattern(6 << 20)
+	other := otherApp(t, map[string][]byte{"big": []byte(`{"data":{"content":"` + b64(built) + `"}}`)})
+	startCaddy(t, fmt.Sprintf(`
+localhost:{port} {
+	tracing {
+		span limits
+	}
+	route {
+		service_limits {
+			contract custom-file-format
+			spill
+			spill_path /other-spill/
+			spill_dir %s
+		}
+		reverse_proxy %s
+	}
+}
+`, t.TempDir(), strings.TrimPrefix(other.URL, "http://")))
+
+	status, _, body := send(t, "/other/big", formatJob("build-file", map[string]any{"strings": []any{}}), true)
+	a := decodeAnswer(t, body)
+	if status != http.StatusOK || a.Data.ContentURL == "" {
+		t.Fatalf("%d %.300s", status, body)
+	}
+	for _, want := range []int{http.StatusOK, http.StatusForbidden} {
+		if got, _ := download(t, a.Data.ContentURL); got != want {
+			t.Fatalf("download: %d, want %d", got, want)
+		}
+	}
+
+	store := rcv.find(t, "servicegate.spill.store", func(exportedSpan) bool { return true })
+	rcv.find(t, "limits", func(s exportedSpan) bool { return s.trace == store.trace && s.id == store.parent })
+	if store.attrs["servicegate.spill.payloads"] != "1" {
+		t.Errorf("spill store attributes %v", store.attrs)
+	}
+	ok := rcv.find(t, "servicegate.spill.download", func(s exportedSpan) bool { return s.failed == "" })
+	if ok.attrs["servicegate.spill.size"] != fmt.Sprint(len(built)) || ok.attrs["servicegate.spill.kind"] == "" {
+		t.Errorf("download attributes %v", ok.attrs)
+	}
+	refused := rcv.find(t, "servicegate.spill.download", func(s exportedSpan) bool { return s.failed == "refused" })
+	for _, s := range []exportedSpan{ok, refused} {
+		rcv.find(t, "limits", func(p exportedSpan) bool { return p.trace == s.trace && p.id == s.parent })
+		if s.trace == store.trace {
+			t.Error("a download is in the trace of the job that stored its payload")
 		}
 	}
 }
