@@ -102,3 +102,20 @@ func TestLaterStartsUnderTheStoredTraceparent(t *testing.T) {
 }
 
 func spanOf(ctx context.Context) oteltrace.SpanContext { return oteltrace.SpanContextFromContext(ctx) }
+
+type ctxKey int
+
+// BenchmarkStartOff is a check's span with tracing off, in a context as
+// deep as Caddy's request context (a dozen values).
+func BenchmarkStartOff(b *testing.B) {
+	ctx := context.Background()
+	for i := range 12 {
+		ctx = context.WithValue(ctx, ctxKey(i), i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, s := Start(ctx, "servicegate.token.check")
+		s.Bool("servicegate.token.remembered", true)
+		s.End()
+	}
+}
