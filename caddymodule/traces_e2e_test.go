@@ -295,3 +295,31 @@ localhost:{port} {
 		}
 	}
 }
+
+// TestTracesQueueReopenE2E: a delivery still queued when its queue closes
+// (a config without it) is delivered from the disk once the queue opens
+// again, and that attempt still shows under the request that delivered it.
+func TestTracesQueueReopenE2E(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	tracingTo(t, rcv)
+	app := newQueueApp(t) // down until the queue has closed
+	site := withTracing(queueSite(app, t.TempDir(), ""), "localhost:", "webhooks")
+	startCaddy(t, site)
+	if status, answer := sendQueued(t, "/webhooks/in", "acme.example", queuedDelivery(1)); status != http.StatusAccepted {
+		t.Fatalf("delivery: %d %s", status, answer)
+	}
+	enqueue := rcv.find(t, "servicegate.webhook.enqueue", func(exportedSpan) bool { return true })
+	rcv.find(t, "servicegate.webhook.attempt", func(s exportedSpan) bool { return childOf(enqueue)(s) && s.failed != "" })
+
+	// The queue closes; tracing stays on.
+	startCaddy(t, "\nlocalhost:{port} {\n\ttracing\n\trespond \"no queue here\"\n}\n")
+	app.up(t)
+	startCaddy(t, site)
+	waitUntil(t, "the delivery to reach the app", func() bool { return app.total() == 1 })
+	rcv.find(t, "servicegate.webhook.attempt", func(s exportedSpan) bool { return childOf(enqueue)(s) && s.failed == "" })
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	if tp := app.header.Get("Traceparent"); !strings.HasPrefix(tp, "00-"+enqueue.trace+"-") {
+		t.Errorf("the app got traceparent %q, want one in the delivery's trace %s", tp, enqueue.trace)
+	}
+}
