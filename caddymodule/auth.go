@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/token"
 )
 
@@ -326,12 +327,16 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 	// The generation of the keys is read before the check: a token is
 	// remembered only under the keys that verified it (token.Cache).
 	gen := a.verifier.Generation()
+	ctx, span := spans.Start(r.Context(), "servicegate.token.check")
 	entry, ok := a.lookup(raw, gen)
+	span.Bool("servicegate.token.remembered", ok)
 	if ok {
 		a.counters.inc(authRemembered)
 	} else {
-		claims, err := a.verifier.Verify(r.Context(), raw)
+		claims, err := a.verifier.Verify(ctx, raw)
 		if err != nil {
+			span.Fail(err.Error()) // one of token's reasons: short, never the token
+			span.End()
 			return a.refused(w, r, err, fromQuery)
 		}
 		a.counters.inc(authVerified)
@@ -340,6 +345,7 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 			a.cache.Put(raw, entry, claims.Expiry(), gen)
 		}
 	}
+	span.End()
 
 	if n := len(a.headers); n > 0 {
 		// One backing array for this request's header values: later

@@ -19,6 +19,7 @@ import (
 
 	"github.com/servicegate/servicegate/contract"
 	"github.com/servicegate/servicegate/limits"
+	"github.com/servicegate/servicegate/spans"
 )
 
 // The defaults of spill.
@@ -167,7 +168,9 @@ func sweepSpilled(store *contract.Store, stop <-chan struct{}, logger *zap.Logge
 // serveSpilled answers a download of a stored payload: once, while its
 // signed URL is valid; any other request of the path gets 403, and 503 when
 // the payloads kept in Redis cannot be reached.
-func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) error {
+func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) (err error) {
+	_, span := spans.Start(r.Context(), "servicegate.spill.download")
+	defer func() { endCheck(span, err) }()
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
 		return refuse(w, r, http.StatusMethodNotAllowed, "Payload links are downloaded with GET.")
@@ -186,6 +189,8 @@ func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) err
 	}
 	defer f.Close()
 	l.counts.inc(outcomeSpillDownload)
+	span.String("servicegate.spill.kind", strings.TrimPrefix(filepath.Ext(name), "."))
+	span.Int("servicegate.spill.size", f.Size)
 	h := w.Header()
 	switch filepath.Ext(name) {
 	case contract.KindStrings:
@@ -200,13 +205,17 @@ func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) err
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, f) // a failed copy means the client went away
+	span.End()
 	return nil
 }
 
 // spillAnswer stores the payloads of an answer over max_response_size and
 // sends the answer that carries their URLs instead.
-func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits.SpillBuffer) error {
-	base, err := l.Spill.BaseURL, error(nil)
+func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits.SpillBuffer) (err error) {
+	_, span := spans.Start(r.Context(), "servicegate.spill.store")
+	defer func() { endCheck(span, err) }()
+	span.Int("servicegate.spill.answer_size", sb.Size())
+	base := l.Spill.BaseURL
 	if base == "" {
 		base, err = l.origin(r)
 	}
@@ -244,6 +253,7 @@ func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *
 			limits.Size(sb.Size()), limits.Limit(l.MaxResponseSize)))
 	}
 	l.counts.inc(outcomeSpilled)
+	span.Int("servicegate.spill.payloads", int64(len(stored)))
 	l.logger.Debug("app answer handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Int("payloads", len(stored)))
 	h := w.Header()
 	for k := range h {
@@ -255,6 +265,7 @@ func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *
 	h.Del("Content-Encoding")
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(out.Len()))
+	span.End()
 	w.WriteHeader(sb.Status())
 	_, _ = w.Write(out.Bytes())
 	return nil

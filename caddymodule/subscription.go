@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/cluster"
+	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/subscription"
 )
 
@@ -296,10 +297,16 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	if org == "" {
 		key.Token = subscription.TokenHash(tok)
 	}
-	if a, ok := h.cache.Lookup(key); ok {
+	ctx, span := spans.Start(r.Context(), "servicegate.subscription.check")
+	defer span.End() // ended before next on the way through
+	a, hit := h.cache.Lookup(key)
+	span.Bool("servicegate.subscription.cache_hit", hit)
+	if hit {
 		subscriptionCacheHits.Inc()
+		span.String("servicegate.subscription.answer", a.Status.String())
 		if a.Status == subscription.Active {
 			// Lookup trusts an active answer only before it expires.
+			span.End()
 			return next.ServeHTTP(w, r)
 		}
 		return h.refuseAnswer(w, r, a)
@@ -309,7 +316,7 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 	// ours tells whether the query Resolve ran (if any) carried this
 	// request's token; the write happens before Resolve returns.
 	ours := false
-	a, err := h.cache.Resolve(r.Context(), key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
+	a, err := h.cache.Resolve(ctx, key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
 		direct := func(ctx context.Context) (subscription.Answer, error) {
 			ours = true
 			return h.query(ctx, base, org, tok)
@@ -325,14 +332,18 @@ func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 		// The service refused the token of another member of the
 		// organization, whose query this request shared: that says
 		// nothing about this request's token, so ask with it.
-		qctx, cancel := context.WithTimeout(r.Context(), h.policy.Timeout)
+		qctx, cancel := context.WithTimeout(ctx, h.policy.Timeout)
 		a, err = h.query(qctx, base, org, tok)
 		cancel()
 	}
 	if err != nil {
+		span.Fail("no usable answer from the service")
+		span.End()
 		return h.serviceFailed(w, r, next, key, err)
 	}
+	span.String("servicegate.subscription.answer", a.Status.String())
 	if a.ActiveAt(subscriptionNow()) {
+		span.End()
 		return next.ServeHTTP(w, r)
 	}
 	return h.refuseAnswer(w, r, a)

@@ -18,6 +18,7 @@ import (
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/signature"
+	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/webhook"
 )
 
@@ -217,7 +218,9 @@ func (m *ServiceWebhook) Cleanup() error {
 // ServeHTTP checks a delivery with package webhook and passes it on, or
 // refuses it. The headers are checked before the body is read: a
 // delivery that cannot pass is refused without reading it.
-func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (err error) {
+	_, span := spans.Start(r.Context(), "servicegate.webhook.check")
+	defer func() { endCheck(span, err) }() // a refusal marks the check failed
 	if r.ContentLength > m.MaxSize {
 		return m.refuseTooLarge(w, r)
 	}
@@ -236,6 +239,7 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
 	m.outcomes.inc(outcomeAccepted)
+	span.End()
 	if m.queue != nil {
 		err := m.enqueue(w, r, body.Bytes())
 		body.Close()

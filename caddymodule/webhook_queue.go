@@ -20,6 +20,7 @@ import (
 	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/respond"
+	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/webhook"
 )
 
@@ -80,6 +81,11 @@ type WebhookQueue struct {
 // keeps the queue and its workers (neither duplicated nor lost) and
 // handlers naming one directory share it.
 var webhookQueues = caddy.NewUsagePool()
+
+// webhookAttemptSpans makes the attempts of every queue spans in the traces
+// of the deliveries, with the tracer provider of Caddy's tracing directive,
+// which it learns from the deliveries received.
+var webhookAttemptSpans spans.Later
 
 // pooledQueue is a queue in the pool: where it keeps its deliveries (its
 // directory, or its Redis server and keys), and what to let go of once it
@@ -181,7 +187,7 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		},
 		OnError: func(err error) { logger.Error("webhook queue", zap.Error(err)) },
 	}
-	sender := &queue.HTTPSender{Timeout: time.Duration(qc.Timeout)}
+	sender := &queue.HTTPSender{Timeout: time.Duration(qc.Timeout), Spans: &webhookAttemptSpans}
 	var open func() (caddy.Destructor, error)
 	if store == "redis" {
 		open = m.openSharedQueue(app, sender, opts)
@@ -283,16 +289,24 @@ func (m *ServiceWebhook) cleanupQueue() error {
 // is on disk, 503 (the service may send it again) when it could not be
 // stored.
 func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []byte) error {
+	ctx, span := spans.Start(r.Context(), "servicegate.webhook.enqueue")
+	defer span.End()
+	webhookAttemptSpans.Learn(ctx)
 	origin, _ := m.origin(r) // none on a site without a host name
 	d := &queue.Delivery{
 		Meta: queue.Meta{
 			Organization: organizationOf(r.Header), To: m.queueTo,
 			Method: r.Method, URI: r.URL.RequestURI(),
+			Traceparent: spans.Traceparent(ctx),
 		},
 		Header: forwardedHeader(r, origin),
 		Body:   body,
 	}
 	err := m.queue.Enqueue(d)
+	span.String("servicegate.webhook.delivery_id", d.ID)
+	if err != nil && !errors.Is(err, queue.ErrDuplicate) {
+		span.Fail("not stored")
+	}
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
 		respond.JSON(w, http.StatusOK, []byte(`{"status":"duplicate"}`))

@@ -504,3 +504,36 @@ func TestQueueStatsCountsTheWaitingAndTheOldest(t *testing.T) {
 		t.Errorf("with Redis away: %+v, want the last read (%+v)", again, s)
 	}
 }
+
+// The trace context of the request that queued a delivery is kept with it
+// in Redis: every attempt, by any instance, joins that trace.
+func TestQueueKeepsTheTraceparentOfEachDelivery(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	srv := redistest.Start(t)
+	var mu sync.Mutex
+	var seen []string
+	app := newAppStub(t, func(_ context.Context, m queue.Meta, _ string) queue.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.Traceparent)
+		if len(seen) == 1 {
+			return queue.Result{Status: http.StatusServiceUnavailable}
+		}
+		return queue.Result{Status: http.StatusOK}
+	})
+	q := openQueue(t, newClient(t, srv, Options{}), app.as("a"), fastRetries, QueueOptions{Name: "app", Poll: 20 * time.Millisecond})
+	d := &queue.Delivery{
+		Meta:   queue.Meta{Organization: "acme", To: "http://127.0.0.1:1", Method: "POST", URI: "/webhooks", Traceparent: tp},
+		Header: http.Header{"X-Test": {"kept"}},
+		Body:   []byte("{}"),
+	}
+	if err := q.Enqueue(d); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivery to arrive on its second attempt", 10*time.Second, func() bool { return app.delivered() == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[0] != tp || seen[1] != tp {
+		t.Errorf("attempts had traceparents %q, want %q on both", seen, tp)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/servicegate/servicegate/spans"
 )
 
 // maxTokenResponse caps the token endpoint's answer; a token response is a
@@ -107,7 +109,15 @@ type tokenResponse struct {
 	Error        string      `json:"error"`
 }
 
-func (c *Client) tokenRequest(ctx context.Context, fields map[string]string, now time.Time) (Token, error) {
+func (c *Client) tokenRequest(ctx context.Context, fields map[string]string, now time.Time) (tok Token, err error) {
+	ctx, span := spans.Start(ctx, "servicegate.oauth.token")
+	defer func() {
+		if err != nil {
+			span.Fail(err.Error()) // names the endpoint or a status, never the body
+		}
+		span.End()
+	}()
+	span.String("servicegate.oauth.grant_type", fields["grant_type"])
 	body, err := json.Marshal(fields)
 	if err != nil {
 		return Token{}, fmt.Errorf("token request: %w", err)
@@ -119,6 +129,7 @@ func (c *Client) tokenRequest(ctx context.Context, fields map[string]string, now
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	spans.Inject(ctx, req.Header)
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
@@ -129,6 +140,7 @@ func (c *Client) tokenRequest(ctx context.Context, fields map[string]string, now
 		return Token{}, fmt.Errorf("token request to %s: %w", endpoint, err)
 	}
 	defer resp.Body.Close()
+	span.Int("http.response.status_code", int64(resp.StatusCode))
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse+1))
 	if err != nil {
 		return Token{}, fmt.Errorf("token response from %s: %w", endpoint, err)

@@ -43,6 +43,10 @@ type Meta struct {
 	LastError  string `json:"last_error,omitempty"`
 	// Dead is set on a dead letter: why it was given up.
 	Dead string `json:"dead,omitempty"`
+	// Traceparent is the W3C trace context of the request that queued
+	// the delivery, kept with it so that every attempt, after a restart
+	// too, joins that request's trace.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Delivery is a delivery to enqueue: its metadata, and the headers and

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/servicegate/servicegate/spans"
 )
 
 // Headers the queue adds to every attempt.
@@ -33,11 +35,27 @@ type HTTPSender struct {
 	Client *http.Client
 	// Timeout bounds one attempt, answer included. Default 30s.
 	Timeout time.Duration
+	// Spans, when set, makes each attempt a span under the trace of the
+	// request that queued the delivery (Meta.Traceparent).
+	Spans *spans.Later
 }
 
 // Send implements Sender: the delivery's method, URI, headers (with the
-// delivery ID and attempt number) and exact body bytes, to Meta.To.
-func (s *HTTPSender) Send(ctx context.Context, m Meta, h http.Header, body []byte) Result {
+// delivery ID and attempt number) and exact body bytes, to Meta.To. The
+// app gets the W3C trace context of the attempt, else the delivery's.
+func (s *HTTPSender) Send(ctx context.Context, m Meta, h http.Header, body []byte) (res Result) {
+	ctx, span := s.Spans.Start(ctx, "servicegate.webhook.attempt", m.Traceparent)
+	defer func() {
+		span.Int("servicegate.webhook.attempt", int64(m.Attempts))
+		if res.Status != 0 {
+			span.Int("http.response.status_code", int64(res.Status))
+		}
+		if !res.Delivered() {
+			span.Fail("not delivered")
+		}
+		span.End()
+	}()
+	span.String("servicegate.webhook.delivery_id", m.ID)
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -57,6 +75,11 @@ func (s *HTTPSender) Send(ctx context.Context, m Meta, h http.Header, body []byt
 	}
 	req.Header.Set(HeaderDeliveryID, m.ID)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(m.Attempts))
+	if span.Recording() {
+		spans.Inject(ctx, req.Header)
+	} else if m.Traceparent != "" {
+		req.Header.Set("Traceparent", m.Traceparent)
+	}
 	if host := h.Get("Host"); host != "" {
 		req.Host = host
 		req.Header.Del("Host")

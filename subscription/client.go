@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/servicegate/servicegate/spans"
 )
 
 // Client makes subscription queries:
@@ -36,7 +38,16 @@ var noRedirects = &http.Client{
 // error means no usable answer: the service could not be reached, answered
 // 5xx or another unexpected status, or sent a body that cannot be read. The
 // token never appears in an error.
-func (c *Client) Query(ctx context.Context, baseURL, appIdentifier, token string) (Answer, error) {
+func (c *Client) Query(ctx context.Context, baseURL, appIdentifier, token string) (a Answer, err error) {
+	ctx, span := spans.Start(ctx, "servicegate.subscription.query")
+	defer func() {
+		if err != nil {
+			span.Fail(err.Error()) // never holds the token
+		} else {
+			span.String("servicegate.subscription.answer", a.Status.String())
+		}
+		span.End()
+	}()
 	target, err := QueryURL(baseURL, appIdentifier)
 	if err != nil {
 		return Answer{}, err
@@ -48,6 +59,7 @@ func (c *Client) Query(ctx context.Context, baseURL, appIdentifier, token string
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	spans.Inject(ctx, req.Header)
 
 	hc := c.HTTP
 	if hc == nil {
@@ -58,6 +70,7 @@ func (c *Client) Query(ctx context.Context, baseURL, appIdentifier, token string
 		// url.Error carries the method and URL, never the headers.
 		return Answer{}, fmt.Errorf("subscription query: %w", err)
 	}
+	span.Int("http.response.status_code", int64(resp.StatusCode))
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 		resp.Body.Close()
@@ -78,7 +91,6 @@ func (c *Client) Query(ctx context.Context, baseURL, appIdentifier, token string
 		return Answer{}, fmt.Errorf("subscription query to %s: %w: the %d answer is over %d bytes", target, ErrGarbage, resp.StatusCode, maxBody)
 	}
 
-	var a Answer
 	switch resp.StatusCode {
 	case http.StatusOK:
 		loc := c.Location

@@ -23,6 +23,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/servicegate/servicegate/spans"
 )
 
 // Defaults of JWKSOptions.
@@ -208,8 +210,17 @@ func (s *JWKS) fetchIfDue(ctx context.Context, force bool) (bool, error) {
 	return true, err
 }
 
-func (s *JWKS) fetch(ctx context.Context) error {
+func (s *JWKS) fetch(ctx context.Context) (err error) {
 	s.fetches.Add(1)
+	// A fetch for a request's token shows in the request's trace; the
+	// scheduled ones belong to no request.
+	ctx, span := spans.Start(ctx, "servicegate.jwks.fetch")
+	defer func() {
+		if err != nil {
+			span.Fail(err.Error()) // names the set without user info or query
+		}
+		span.End()
+	}()
 	ctx, cancel := context.WithTimeout(ctx, jwksFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
@@ -217,11 +228,13 @@ func (s *JWKS) fetch(ctx context.Context) error {
 		return fmt.Errorf("JWKS %s: %w", s.where, withoutURL(err))
 	}
 	req.Header.Set("Accept", "application/json")
+	spans.Inject(ctx, req.Header)
 	resp, err := s.opts.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("JWKS %s: %w", s.where, withoutURL(err))
 	}
 	defer resp.Body.Close()
+	span.Int("http.response.status_code", int64(resp.StatusCode))
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, jwksMaxBody))
 		return fmt.Errorf("JWKS %s: status %d", s.where, resp.StatusCode)

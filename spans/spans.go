@@ -1,0 +1,154 @@
+// Package spans makes servicegate's work visible in the traces of the
+// requests it serves: a child span of the request's span for each check,
+// query and attempt, and W3C trace context (traceparent) on servicegate's
+// own calls, so that the service's and the app's spans join the same trace.
+//
+// It follows whatever span the request's context holds (Caddy's tracing
+// directive puts one there, with its own tracer provider); it sets up no
+// exporter and no global provider. Without a recording span every function
+// here returns at once and allocates nothing, so tracing off costs nothing.
+//
+// Attributes carry names, counts, statuses and outcomes, never a token, a
+// secret or a body.
+package spans
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentation names servicegate as the tracer of its spans.
+const instrumentation = "github.com/servicegate/servicegate"
+
+// w3c reads and writes traceparent and tracestate.
+var w3c propagation.TraceContext
+
+// Span is one span of servicegate's work. The zero Span (tracing off, or
+// the request's span not sampled) does nothing.
+type Span struct{ s trace.Span }
+
+// Start starts a span named name as a child of the recording span of ctx,
+// and returns a context holding it for the work below. Without one it
+// returns ctx itself and the zero Span.
+func Start(ctx context.Context, name string) (context.Context, Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, Span{}
+	}
+	ctx, s := parent.TracerProvider().Tracer(instrumentation).Start(ctx, name)
+	return ctx, Span{s}
+}
+
+// Recording tells whether the span records: whether its attributes are
+// worth computing.
+func (s Span) Recording() bool { return s.s != nil }
+
+// End ends the span; ending it again does nothing.
+func (s Span) End() {
+	if s.s != nil {
+		s.s.End()
+	}
+}
+
+// Bool sets an attribute.
+func (s Span) Bool(key string, v bool) {
+	if s.s != nil {
+		s.s.SetAttributes(attribute.Bool(key, v))
+	}
+}
+
+// String sets an attribute; v must hold no token, secret or body.
+func (s Span) String(key, v string) {
+	if s.s != nil {
+		s.s.SetAttributes(attribute.String(key, v))
+	}
+}
+
+// Int sets an attribute.
+func (s Span) Int(key string, v int64) {
+	if s.s != nil {
+		s.s.SetAttributes(attribute.Int64(key, v))
+	}
+}
+
+// Fail marks the span as failed, with a reason in a few words (an outcome
+// such as "expired" or "unreachable"; never a token, secret or body).
+func (s Span) Fail(reason string) {
+	if s.s != nil {
+		s.s.SetStatus(codes.Error, reason)
+	}
+}
+
+// Inject puts the W3C trace context of ctx's span on h (traceparent, and
+// tracestate when there is one), replacing any already there, so that the
+// service or the app continues the trace. Without a valid span it leaves h
+// as it is.
+func Inject(ctx context.Context, h http.Header) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	w3c.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// Traceparent returns the W3C traceparent of ctx's span, to keep with work
+// done later (a queued delivery); "" without a sampled span.
+func Traceparent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
+		return ""
+	}
+	h := http.Header{}
+	w3c.Inject(ctx, propagation.HeaderCarrier(h))
+	return h.Get("Traceparent")
+}
+
+// Later starts spans of work done apart from any request (the attempts of
+// a queued delivery) in the trace of the request that asked for it. It
+// uses the tracer provider of the last recording span it was shown
+// (Learn): the one Caddy's tracing directive exports to. The zero Later
+// is ready to use and starts nothing until it has learnt a provider.
+type Later struct {
+	provider atomic.Pointer[providerBox]
+}
+
+// providerBox holds a provider behind a pointer, for atomic.Pointer.
+type providerBox struct{ p trace.TracerProvider }
+
+// Learn remembers the tracer provider of ctx's span when it records.
+func (l *Later) Learn(ctx context.Context) {
+	s := trace.SpanFromContext(ctx)
+	if l == nil || !s.IsRecording() {
+		return
+	}
+	p := s.TracerProvider()
+	if b := l.provider.Load(); b != nil && b.p == p {
+		return
+	}
+	l.provider.Store(&providerBox{p})
+}
+
+// Start starts a span named name as a child of the span that traceparent
+// names, and returns ctx holding it. Without a provider learnt, or without
+// a valid traceparent, it returns ctx and the zero Span; so does a nil
+// Later.
+func (l *Later) Start(ctx context.Context, name, traceparent string) (context.Context, Span) {
+	if l == nil || traceparent == "" {
+		return ctx, Span{}
+	}
+	b := l.provider.Load()
+	if b == nil {
+		return ctx, Span{}
+	}
+	parent := trace.SpanContextFromContext(w3c.Extract(ctx, propagation.HeaderCarrier{"Traceparent": {traceparent}}))
+	if !parent.IsValid() {
+		return ctx, Span{}
+	}
+	ctx, s := b.p.Tracer(instrumentation).Start(trace.ContextWithRemoteSpanContext(ctx, parent), name,
+		trace.WithSpanKind(trace.SpanKindClient))
+	return ctx, Span{s}
+}

@@ -1,0 +1,121 @@
+package spans
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
+)
+
+// recorder returns a provider that keeps its ended spans, and a context
+// holding a recording span of it (the request's span).
+func recorder(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider, context.Context) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ctx, req := tp.Tracer("caddy").Start(context.Background(), "request")
+	t.Cleanup(func() { req.End() })
+	return rec, tp, ctx
+}
+
+func TestStartWithoutSpanAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	h := http.Header{}
+	allocs := testing.AllocsPerRun(100, func() {
+		c, s := Start(ctx, "servicegate.token.check")
+		s.Bool("remembered", true)
+		s.String("outcome", "verified")
+		s.Int("status", 200)
+		s.Fail("expired")
+		s.End()
+		Inject(c, h)
+		if c != ctx || s.Recording() {
+			t.Fatal("Start without a recording span returned a new context or a recording span")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("tracing off: %v allocations per check, want 0", allocs)
+	}
+	if len(h) != 0 {
+		t.Errorf("Inject without a span set %v", h)
+	}
+	if tp := Traceparent(ctx); tp != "" {
+		t.Errorf("Traceparent without a span = %q", tp)
+	}
+}
+
+func TestStartIsAChildOfTheRequestSpan(t *testing.T) {
+	rec, _, ctx := recorder(t)
+	c, s := Start(ctx, "servicegate.token.check")
+	s.Bool("remembered", false)
+	h := http.Header{}
+	Inject(c, h)
+	s.End()
+	s.End()
+
+	ended := rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	got := ended[0]
+	if got.Name() != "servicegate.token.check" || got.Parent().SpanID() != spanOf(ctx).SpanID() {
+		t.Errorf("span %q has parent %s, want the request's span %s", got.Name(), got.Parent().SpanID(), spanOf(ctx).SpanID())
+	}
+	want := "00-" + got.SpanContext().TraceID().String() + "-" + got.SpanContext().SpanID().String() + "-01"
+	if h.Get("Traceparent") != want {
+		t.Errorf("traceparent %q, want %q", h.Get("Traceparent"), want)
+	}
+}
+
+func TestLaterStartsUnderTheStoredTraceparent(t *testing.T) {
+	rec, _, ctx := recorder(t)
+	var l Later
+	tp := Traceparent(ctx)
+	if tp == "" {
+		t.Fatal("no traceparent for a sampled span")
+	}
+	if _, s := l.Start(context.Background(), "servicegate.webhook.attempt", tp); s.Recording() {
+		t.Fatal("a Later that learnt no provider started a span")
+	}
+	l.Learn(context.Background()) // no span: nothing learnt
+	if _, s := l.Start(context.Background(), "servicegate.webhook.attempt", tp); s.Recording() {
+		t.Fatal("Learn without a span learnt a provider")
+	}
+	l.Learn(ctx)
+	if _, s := l.Start(context.Background(), "servicegate.webhook.attempt", "garbage"); s.Recording() {
+		t.Fatal("a span started under an unreadable traceparent")
+	}
+	_, s := l.Start(context.Background(), "servicegate.webhook.attempt", tp)
+	s.End()
+	ended := rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	if got := ended[0]; got.SpanContext().TraceID() != spanOf(ctx).TraceID() || got.Parent().SpanID() != spanOf(ctx).SpanID() {
+		t.Errorf("attempt in trace %s under %s, want the delivery's %s under %s",
+			got.SpanContext().TraceID(), got.Parent().SpanID(), spanOf(ctx).TraceID(), spanOf(ctx).SpanID())
+	}
+}
+
+func spanOf(ctx context.Context) oteltrace.SpanContext { return oteltrace.SpanContextFromContext(ctx) }
+
+type ctxKey int
+
+// BenchmarkStartOff is a check's span with tracing off, in a context as
+// deep as Caddy's request context (a dozen values).
+func BenchmarkStartOff(b *testing.B) {
+	ctx := context.Background()
+	for i := range 12 {
+		ctx = context.WithValue(ctx, ctxKey(i), i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, s := Start(ctx, "servicegate.token.check")
+		s.Bool("servicegate.token.remembered", true)
+		s.End()
+	}
+}
