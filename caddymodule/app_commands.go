@@ -31,7 +31,8 @@ check <descriptor>
   http://127.0.0.1:3000/manifest.json) and reports every defect service_app
   would refuse at load: missing key or url, duplicate keys or urls, absolute
   urls, a webhook without events, unknown environments, signaturePatterns
-  that do not compile. Exit code 1 on a defect.
+  that do not compile. Lists the modules, those of kinds that are only
+  routed behind the token (pages) too. Exit code 1 on a defect.
 
 send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs]
   Installs the app in the emulated service from its descriptor and calls
@@ -39,8 +40,8 @@ send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs]
   signed bulk delivery of the declared events to each webhook url with its
   module key, and for a source file (--file) a parse-file job, a build-file
   job with the parsed strings, and a file-pre-export job to each file
-  module. Prints one line per call; the exit code is non-zero when a call
-  was not answered 2xx.
+  module. Prints one line per call, then how many were answered 2xx, as
+  plain text on stdout; the exit code is non-zero when a call was not.
 
 This is a development tool.
 `,
@@ -59,9 +60,7 @@ This is a development tool.
 				Args:  cobra.NoArgs,
 			}
 			send.Flags().AddFlagSet(serviceAppSendFlags())
-			send.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
-				return runServiceAppSend(fl, os.Stdout)
-			})
+			send.RunE = plainCommand(runServiceAppSend)
 			cmd.AddCommand(check, send)
 		},
 	})
@@ -114,11 +113,17 @@ func runServiceAppCheck(source string, stdout io.Writer) (int, error) {
 	for _, m := range d.Webhooks {
 		fmt.Fprintf(stdout, "  webhook            %-20s %s  (signature, module key, events %v)\n", m.Key, m.URL, m.Events)
 	}
+	for _, m := range d.Others {
+		fmt.Fprintf(stdout, "  %-18s %-20s %s  (token, like every other path)\n", m.Kind, m.Key, m.URL)
+	}
 	return caddy.ExitCodeSuccess, nil
 }
 
 func summarize(d *descriptor.Descriptor) string {
 	s := fmt.Sprintf("%d file format, %d pre-export and %d webhook modules", len(d.FileFormats), len(d.PreExports), len(d.Webhooks))
+	if len(d.Others) > 0 {
+		s += fmt.Sprintf(", %d other (%s)", len(d.Others), strings.Join(d.Ignored, ", "))
+	}
 	if d.Identifier != "" {
 		s = "app " + strconv.Quote(d.Identifier) + ", " + s
 	}
@@ -186,8 +191,11 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if len(calls) == 0 {
 		return caddy.ExitCodeFailedStartup, errors.New("the descriptor declares no module to call")
 	}
-	failed := 0
+	failed, hint := 0, ""
 	for _, c := range calls {
+		if c.Kind == descriptor.KindWebhook && hint == "" {
+			hint = demoSecretHint(c.Status, secret, false)
+		}
 		line := fmt.Sprintf("%-18s %-20s %-15s %s", c.Kind, c.Key, c.Job, c.URL)
 		if c.Err != nil {
 			fmt.Fprintf(stdout, "%s  no answer: %v\n", line, c.Err)
@@ -198,9 +206,14 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 			failed++
 		}
 	}
-	if failed > 0 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("%d of %d calls were not answered 2xx", failed, len(calls))
+	if hint != "" {
+		fmt.Fprintln(stdout, hint)
 	}
+	if failed > 0 {
+		fmt.Fprintf(stdout, "%d of %d calls were not answered 2xx\n", failed, len(calls))
+		return caddy.ExitCodeFailedStartup, nil
+	}
+	fmt.Fprintf(stdout, "all %d calls were answered 2xx\n", len(calls))
 	return caddy.ExitCodeSuccess, nil
 }
 
