@@ -134,6 +134,7 @@ type ServiceAuth struct {
 	paths     []string // claim path of each of headers
 	orgPaths  []string
 	challenge string
+	expected  []zap.Field // what a token must carry, for the DEBUG line of a refusal
 	logger    *zap.Logger
 	counters  authCounters
 	stopJWKS  context.CancelFunc // nil without jwks_url
@@ -221,6 +222,7 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	if a.Leeway != nil {
 		leeway = time.Duration(*a.Leeway)
 	}
+	a.expected = []zap.Field{zap.Strings("expected_audience", audience), zap.String("expected_issuer", issuer)}
 	a.verifier = token.NewVerifier(keys, token.Options{
 		Issuer:   issuer,
 		Audience: audience,
@@ -320,6 +322,7 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 	}
 	if !sent {
 		a.counters.inc(authNoToken)
+		a.logRefusal(r, "no bearer token")
 		return a.unauthorized(w, r, "no bearer token", false)
 	}
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/queue"
+	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/signature"
 	"github.com/servicegate/servicegate/webhook"
 )
@@ -321,7 +322,11 @@ func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) 
 func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome webhookOutcome, status int, message string) error {
 	m.outcomes.inc(outcome)
 	if ce := m.logger.Check(zap.DebugLevel, "webhook delivery refused"); ce != nil {
-		ce.Write(zap.String("outcome", outcome.String()), zap.Int("status", status))
+		// Why, and what this endpoint expects; the module key received
+		// is a name, not a secret. Never the signature or the body.
+		ce.Write(zap.String("outcome", outcome.String()), zap.Int("status", status), zap.String("reason", message),
+			zap.Strings("expected_module_keys", m.ModuleKeys), zap.Strings("expected_events", m.Events),
+			zap.String("module_key", respond.Quote(r.Header.Get("X-Module-Key"))))
 	}
 	return refuse(w, r, status, message)
 }
