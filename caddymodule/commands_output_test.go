@@ -10,45 +10,23 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-	"github.com/spf13/cobra"
 )
 
-// runCommandEnv names, in a child run of the test binary, the command line
-// to run as the caddy binary would (one argument a line).
-const runCommandEnv = "SERVICEGATE_TEST_RUN_COMMAND"
-
-func init() {
-	line, ok := os.LookupEnv(runCommandEnv)
-	if !ok {
-		return
-	}
-	args := strings.Split(line, "\n")
-	root := &cobra.Command{Use: "caddy"}
-	c, ok := caddycmd.Commands()[args[0]]
-	if !ok {
-		os.Exit(99)
-	}
-	sub := &cobra.Command{Use: c.Name}
-	c.CobraFunc(sub)
-	root.AddCommand(sub)
-	root.SetArgs(args)
-	if root.Execute() != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-// runCommand runs "caddy <args…>" in a child process and returns its exit
-// code, stdout and stderr.
+// runCommand runs "caddy <args…>" in a child process, the test binary
+// run as Caddy itself (envRunCaddy), and returns its exit code, stdout and
+// stderr.
 func runCommand(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), runCommandEnv+"="+strings.Join(args, "\n"))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), envRunCaddy+"=1", "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
