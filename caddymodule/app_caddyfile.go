@@ -77,7 +77,10 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "client_id":
 			err = appOneArg(d, &a.ClientID)
 		case "client_secret":
-			err = appOneArg(d, &a.ClientSecret)
+			at := d.Token()
+			if err = appOneArg(d, &a.ClientSecret); err == nil {
+				warnUnsetEnv(at, "service_app", a.ClientSecret)
+			}
 		case "secrets_file":
 			err = appOneArg(d, &a.SecretsFile)
 		case "service":
@@ -91,7 +94,10 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "app_identifier":
 			err = appOneArg(d, &a.AppIdentifier)
 		case "app_secret":
-			err = appArgs(d, &a.AppSecrets)
+			at, n := d.Token(), len(a.AppSecrets)
+			if err = appArgs(d, &a.AppSecrets); err == nil {
+				warnUnsetEnv(at, "service_app", a.AppSecrets[n:]...)
+			}
 		case "public":
 			err = appArgs(d, &a.Public)
 		case "subscription", "sign_in", "auth":

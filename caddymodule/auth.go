@@ -163,9 +163,9 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	var keys token.Keys
 	switch {
 	case a.HS256Secret != "":
-		secret := resolve(a.HS256Secret)
-		if secret == "" {
-			return errors.New("service_auth: hs256_secret is empty once its placeholders are resolved")
+		secret, err := resolveSecret("service_auth: hs256_secret", a.HS256Secret)
+		if err != nil {
+			return err
 		}
 		keys = token.HMAC([]byte(secret))
 	case a.PublicKey != "":

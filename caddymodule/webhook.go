@@ -136,8 +136,9 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
 		for i, s := range m.Secrets {
-			if secrets[i] = repl.ReplaceKnown(s, ""); secrets[i] == "" {
-				return fmt.Errorf("service_webhook: secret %d of %d is empty once placeholders are replaced (is its environment variable or file set?)", i+1, len(m.Secrets))
+			var err error
+			if secrets[i], err = resolveSecret(fmt.Sprintf("service_webhook: secret %d of %d", i+1, len(m.Secrets)), s); err != nil {
+				return err
 			}
 		}
 		v, err := signature.NewVerifier(secrets...)
