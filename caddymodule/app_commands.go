@@ -165,10 +165,11 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
+	challenges := newTokenChallenges()
 	in := &emulator.Installation{
 		Descriptor: d, AppURL: app, AppSecret: secret,
 		OrganizationID: orgID, Domain: fl.String("domain"),
-		Client: &http.Client{Timeout: timeout},
+		Client: &http.Client{Timeout: timeout, Transport: challenges},
 	}
 	ctx := context.Background()
 	var calls []emulator.Call
@@ -194,7 +195,7 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	failed, hint := 0, ""
 	for _, c := range calls {
 		if c.Kind == descriptor.KindWebhook && hint == "" {
-			hint = demoSecretHint(c.Status, secret, false)
+			hint = demoSecretHint(c.Status, secret, challenges.asked(c.URL))
 		}
 		line := fmt.Sprintf("%-18s %-20s %-15s %s", c.Kind, c.Key, c.Job, c.URL)
 		if c.Err != nil {

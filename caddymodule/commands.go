@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -278,7 +279,8 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	status, answer, err := emulator.SendDelivery(ctx, &http.Client{Timeout: timeout}, target, d)
+	challenges := newTokenChallenges()
+	status, answer, err := emulator.SendDelivery(ctx, &http.Client{Timeout: timeout, Transport: challenges}, target, d)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
@@ -291,7 +293,7 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if status < 200 || status > 299 {
 		// The status line and the answer say what was refused; the
 		// tool adds what it alone knows.
-		if hint := demoSecretHint(status, secret, fl.Bool("tamper")); hint != "" {
+		if hint := demoSecretHint(status, secret, fl.Bool("tamper") || challenges.asked(target)); hint != "" {
 			fmt.Fprintln(stdout, hint)
 		}
 		return caddy.ExitCodeFailedStartup, nil
@@ -300,13 +302,43 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 }
 
 // demoSecretHint is what to do when a signature made with the demo app
-// secret was refused (401): the app has a secret of its own. A tampered
-// delivery is meant to be refused.
-func demoSecretHint(status int, secret string, tampered bool) string {
-	if status != http.StatusUnauthorized || secret != demoAppSecret || tampered {
+// secret was refused (401): the app has a secret of its own. Not when the
+// refusal is meant (a tampered delivery) or is about something else (a
+// 401 that asks for a token).
+func demoSecretHint(status int, secret string, otherCause bool) string {
+	if status != http.StatusUnauthorized || secret != demoAppSecret || otherCause {
 		return ""
 	}
 	return "The delivery was signed with the demo app secret. Pass the app's secret with --secret-env NAME (or --secret)."
+}
+
+// tokenChallenges is a transport that remembers the URLs whose answer
+// carried a WWW-Authenticate challenge: a 401 that asks for a token (the
+// URL is not a webhook route), not one that refused a signature.
+type tokenChallenges struct {
+	mu   sync.Mutex
+	urls map[string]bool
+}
+
+func newTokenChallenges() *tokenChallenges {
+	return &tokenChallenges{urls: map[string]bool{}}
+}
+
+func (t *tokenChallenges) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && resp.Header.Get("WWW-Authenticate") != "" {
+		t.mu.Lock()
+		t.urls[r.URL.String()] = true
+		t.mu.Unlock()
+	}
+	return resp, err
+}
+
+// asked tells whether url answered with a challenge.
+func (t *tokenChallenges) asked(url string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.urls[url]
 }
 
 // declaredWebhook is the webhook module of the descriptor to deliver to:

@@ -162,3 +162,34 @@ func TestServiceAppCheckListsOtherModules(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoSecretHintOnlyForSignatures: the hint to pass --secret follows a
+// 401 to a delivery signed with the demo secret, not a 401 that asks for a
+// token (a URL that is not a webhook route), nor one with --secret given.
+func TestDemoSecretHintOnlyForSignatures(t *testing.T) {
+	signatureRefused := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"The signature of the delivery does not match its body."}}`, http.StatusUnauthorized)
+	}))
+	defer signatureRefused.Close()
+	tokenAsked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="service"`)
+		http.Error(w, `{"error":{"message":"Sign in to use this app: the request carries no access token."}}`, http.StatusUnauthorized)
+	}))
+	defer tokenAsked.Close()
+	const hint = "Pass the app's secret with --secret-env NAME (or --secret)."
+	for _, tt := range []struct {
+		url  string
+		args []string
+		hint bool
+	}{
+		{signatureRefused.URL, nil, true},
+		{signatureRefused.URL, []string{"--secret", "mine"}, false},
+		{tokenAsked.URL, nil, false},
+	} {
+		var out bytes.Buffer
+		code, err := runServiceWebhook(parsedFlags(t, serviceWebhookFlags(), append([]string{"--url", tt.url}, tt.args...)...), &out)
+		if code == 0 || err != nil || strings.Contains(out.String(), hint) != tt.hint {
+			t.Errorf("%s %v: exit %d, %v, hint %v:\n%s", tt.url, tt.args, code, err, tt.hint, out.String())
+		}
+	}
+}
