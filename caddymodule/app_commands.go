@@ -51,7 +51,8 @@ This is a development tool.
 				Short: "Reports every defect of an app descriptor",
 				Args:  cobra.ExactArgs(1),
 				RunE: func(cmd *cobra.Command, args []string) error {
-					return exitWith(runServiceAppCheck(args[0], cmd.OutOrStdout()))
+					code, err := runServiceAppCheck(args[0], cmd.OutOrStdout())
+					return exitWith(commandOutcome(cmd.ErrOrStderr(), cmd.CommandPath(), code, err), nil)
 				},
 			}
 			send := &cobra.Command{

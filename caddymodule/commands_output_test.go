@@ -62,6 +62,7 @@ func TestCommandsWritePlainText(t *testing.T) {
 		{"send refused", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL, "--secret", "other"}, 1,
 			"1 of 1 calls were not answered 2xx\n", ""},
 		{"send without app", []string{"service-app", "send", "--descriptor", desc}, 1, "", "caddy service-app send: --descriptor and --app are required\n"},
+		{"check without descriptor", []string{"service-app", "check", desc + ".absent"}, 1, "", "caddy service-app check: reading the app descriptor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
