@@ -215,11 +215,6 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
-	for name, v := range map[string]string{"service": a.Service, "auth_url": a.AuthURL} {
-		if err := checkServiceAddress(name, v); err != nil {
-			return err
-		}
-	}
 	desc, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	if err != nil {
 		return fmt.Errorf("service_app: %w", err)
