@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/descriptor"
+	"github.com/servicegate/servicegate/subscription"
 )
 
 func init() {
@@ -141,17 +144,27 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "client_id":
 			err = appOneArg(d, &a.ClientID)
 		case "client_secret":
-			err = appOneArg(d, &a.ClientSecret)
+			at := d.Token()
+			if err = appOneArg(d, &a.ClientSecret); err == nil {
+				warnUnsetEnv(at, "service_app", a.ClientSecret)
+			}
 		case "secrets_file":
 			err = appOneArg(d, &a.SecretsFile)
 		case "service":
-			err = appOneArg(d, &a.Service)
+			if err = appOneArg(d, &a.Service); err == nil {
+				err = appAddressErr(d, "service", a.Service)
+			}
 		case "auth_url":
-			err = appOneArg(d, &a.AuthURL)
+			if err = appOneArg(d, &a.AuthURL); err == nil {
+				err = appAddressErr(d, "auth_url", a.AuthURL)
+			}
 		case "app_identifier":
 			err = appOneArg(d, &a.AppIdentifier)
 		case "app_secret":
-			err = appArgs(d, &a.AppSecrets)
+			at, n := d.Token(), len(a.AppSecrets)
+			if err = appArgs(d, &a.AppSecrets); err == nil {
+				warnUnsetEnv(at, "service_app", a.AppSecrets[n:]...)
+			}
 		case "public":
 			err = appArgs(d, &a.Public)
 		case "subscription", "sign_in", "auth":
@@ -218,6 +231,33 @@ func errAt(tok caddyfile.Token, msg string) error {
 	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
 	d.Next()
 	return d.Err(msg)
+}
+
+// appAddressErr refuses, at the sub-directive's file and line, a service
+// address that is not an http(s) URL.
+func appAddressErr(d *caddyfile.Dispenser, name, value string) error {
+	if err := checkServiceAddress(name, value); err != nil {
+		return d.Err(err.Error())
+	}
+	return nil
+}
+
+// checkServiceAddress is the one check of service and auth_url, for the
+// Caddyfile and for a JSON config: an http(s) URL, or a value holding
+// placeholders (checked by the handlers once resolved). An address without
+// a scheme, the usual slip, is answered with what to write.
+func checkServiceAddress(name, value string) error {
+	if value == "" || strings.ContainsAny(value, "{}") {
+		return nil
+	}
+	err := subscription.ValidateBaseURL(value)
+	if err == nil {
+		return nil
+	}
+	if !strings.Contains(value, "://") {
+		return fmt.Errorf("service_app: %s %q has no scheme: write %s http://%s (or https://)", name, value, name, value)
+	}
+	return fmt.Errorf("service_app: %s: %w", name, err)
 }
 
 func appOneArg(d *caddyfile.Dispenser, dst *string) error {

@@ -32,7 +32,8 @@ check <descriptor>
   would refuse at load: missing key or url, duplicate keys or urls, absolute
   urls, urls that are not plain paths (wildcards, queries, encodings), a
   webhook without events, unknown environments, signaturePatterns that do
-  not compile. Exit code 1 on a defect.
+  not compile or cost too much. Lists the modules, those of kinds that are
+  only routed behind the token (pages) too. Exit code 1 on a defect.
 
 send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs]
   Installs the app in the emulated service from its descriptor and calls
@@ -40,8 +41,8 @@ send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs]
   signed bulk delivery of the declared events to each webhook url with its
   module key, and for a source file (--file) a parse-file job, a build-file
   job with the parsed strings, and a file-pre-export job to each file
-  module. Prints one line per call; the exit code is non-zero when a call
-  was not answered 2xx.
+  module. Prints one line per call, then how many were answered 2xx, as
+  plain text on stdout; the exit code is non-zero when a call was not.
 
 This is a development tool.
 `,
@@ -51,7 +52,8 @@ This is a development tool.
 				Short: "Reports every defect of an app descriptor",
 				Args:  cobra.ExactArgs(1),
 				RunE: func(cmd *cobra.Command, args []string) error {
-					return exitWith(runServiceAppCheck(args[0], cmd.OutOrStdout()))
+					code, err := runServiceAppCheck(args[0], cmd.OutOrStdout())
+					return exitWith(commandOutcome(cmd.ErrOrStderr(), cmd.CommandPath(), code, err), nil)
 				},
 			}
 			send := &cobra.Command{
@@ -60,9 +62,7 @@ This is a development tool.
 				Args:  cobra.NoArgs,
 			}
 			send.Flags().AddFlagSet(serviceAppSendFlags())
-			send.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
-				return runServiceAppSend(fl, os.Stdout)
-			})
+			send.RunE = plainCommand(runServiceAppSend)
 			cmd.AddCommand(check, send)
 		},
 	})
@@ -115,11 +115,17 @@ func runServiceAppCheck(source string, stdout io.Writer) (int, error) {
 	for _, m := range d.Webhooks {
 		fmt.Fprintf(stdout, "  webhook            %-20s %s  (signature, module key, events %v)\n", m.Key, m.URL, m.Events)
 	}
+	for _, m := range d.Others {
+		fmt.Fprintf(stdout, "  %-18s %-20s %s  (token, like every other path)\n", m.Kind, m.Key, m.URL)
+	}
 	return caddy.ExitCodeSuccess, nil
 }
 
 func summarize(d *descriptor.Descriptor) string {
 	s := fmt.Sprintf("%d file format, %d pre-export and %d webhook modules", len(d.FileFormats), len(d.PreExports), len(d.Webhooks))
+	if len(d.Others) > 0 {
+		s += fmt.Sprintf(", %d other (%s)", len(d.Others), strings.Join(d.Ignored, ", "))
+	}
 	if d.Identifier != "" {
 		s = "app " + strconv.Quote(d.Identifier) + ", " + s
 	}
@@ -161,10 +167,11 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
+	challenges := newTokenChallenges()
 	in := &emulator.Installation{
 		Descriptor: d, AppURL: app, AppSecret: secret,
 		OrganizationID: orgID, Domain: fl.String("domain"),
-		Client: &http.Client{Timeout: timeout},
+		Client: &http.Client{Timeout: timeout, Transport: challenges},
 	}
 	ctx := context.Background()
 	var calls []emulator.Call
@@ -187,8 +194,11 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if len(calls) == 0 {
 		return caddy.ExitCodeFailedStartup, errors.New("the descriptor declares no module to call")
 	}
-	failed := 0
+	failed, hint := 0, ""
 	for _, c := range calls {
+		if c.Kind == descriptor.KindWebhook && hint == "" {
+			hint = demoSecretHint(c.Status, secret, challenges.asked(c.URL))
+		}
 		line := fmt.Sprintf("%-18s %-20s %-15s %s", c.Kind, c.Key, c.Job, c.URL)
 		if c.Err != nil {
 			fmt.Fprintf(stdout, "%s  no answer: %v\n", line, c.Err)
@@ -199,9 +209,14 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 			failed++
 		}
 	}
-	if failed > 0 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("%d of %d calls were not answered 2xx", failed, len(calls))
+	if hint != "" {
+		fmt.Fprintln(stdout, hint)
 	}
+	if failed > 0 {
+		fmt.Fprintf(stdout, "%d of %d calls were not answered 2xx\n", failed, len(calls))
+		return caddy.ExitCodeFailedStartup, nil
+	}
+	fmt.Fprintf(stdout, "all %d calls were answered 2xx\n", len(calls))
 	return caddy.ExitCodeSuccess, nil
 }
 

@@ -135,6 +135,7 @@ type ServiceAuth struct {
 	paths     []string // claim path of each of headers
 	orgPaths  []string
 	challenge string
+	expected  []zap.Field // what a token must carry, for the DEBUG line of a refusal
 	logger    *zap.Logger
 	counters  authCounters
 	stopJWKS  context.CancelFunc // nil without jwks_url
@@ -163,9 +164,9 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	var keys token.Keys
 	switch {
 	case a.HS256Secret != "":
-		secret := resolve(a.HS256Secret)
-		if secret == "" {
-			return errors.New("service_auth: hs256_secret is empty once its placeholders are resolved")
+		secret, err := resolveSecret("service_auth: hs256_secret", a.HS256Secret)
+		if err != nil {
+			return err
 		}
 		keys = token.HMAC([]byte(secret))
 	case a.PublicKey != "":
@@ -222,6 +223,7 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	if a.Leeway != nil {
 		leeway = time.Duration(*a.Leeway)
 	}
+	a.expected = []zap.Field{zap.Strings("expected_audience", audience), zap.String("expected_issuer", issuer)}
 	a.verifier = token.NewVerifier(keys, token.Options{
 		Issuer:   issuer,
 		Audience: audience,
@@ -321,6 +323,7 @@ func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 	}
 	if !sent {
 		a.counters.inc(authNoToken)
+		a.logRefusal(r, "no bearer token")
 		return a.unauthorized(w, r, "no bearer token", false)
 	}
 

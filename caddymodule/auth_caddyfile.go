@@ -43,7 +43,7 @@ func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	err := parseDirective(d, map[string]subdirective{
-		"hs256_secret":      once(stringArg(&a.HS256Secret)),
+		"hs256_secret":      once(secretArg("service_auth", &a.HS256Secret)),
 		"public_key":        once(stringArg(&a.PublicKey)),
 		"jwks_url":          once(a.parseJWKSURL),
 		"jwks_refresh":      once(duration(&a.JWKSRefresh)),

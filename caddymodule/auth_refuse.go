@@ -19,8 +19,17 @@ func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error,
 		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now: the signing keys are unavailable. Try again in a moment.")
 	}
 	a.counters.inc(authInvalidToken)
-	a.logger.Debug("bearer token refused", zap.String("reason", reason), zap.Bool("from_query", fromQuery))
+	a.logRefusal(r, reason, zap.Bool("from_query", fromQuery))
 	return a.unauthorized(w, r, reason, true)
+}
+
+// logRefusal writes at DEBUG why a request was refused and what a token
+// must carry (audience, issuer), so that whoever sets up the app can see
+// which setting to change; never the token.
+func (a *ServiceAuth) logRefusal(r *http.Request, reason string, fields ...zap.Field) {
+	if ce := a.logger.Check(zap.DebugLevel, "bearer token refused"); ce != nil {
+		ce.Write(append(append([]zap.Field{zap.String("reason", reason), zap.String("path", r.URL.Path)}, a.expected...), fields...)...)
+	}
 }
 
 // unauthorized answers 401 with an RFC 6750 challenge; error="invalid_token"

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -17,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/emulator"
 )
 
@@ -48,14 +51,12 @@ This is a development tool.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().AddFlagSet(serviceTokenFlags())
-			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
-				return runServiceToken(fl, os.Stdout)
-			})
+			cmd.RunE = plainCommand(runServiceToken)
 		},
 	})
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "service-webhook",
-		Usage: "--url <url> [--secret <secret> | --secret-env <name>] [--domain <domain>] [--organization-id <n>] [--module-key <key>] [--event <name>] [--project <id>] [--target-language <id>] [--body <file.json>] [--tamper] [--timeout <duration>]",
+		Usage: "--url <url> [--descriptor <descriptor>] [--secret <secret> | --secret-env <name>] [--domain <domain>] [--organization-id <n>] [--module-key <key>] [--event <name>] [--project <id>] [--target-language <id>] [--body <file.json>] [--tamper] [--timeout <duration>]",
 		Short: "Sends a signed webhook event delivery to a URL",
 		Long: `
 Sends one bulk event delivery the way the service does: POST <url> with
@@ -64,11 +65,17 @@ bytes of --body), signed in X-Service-Signature with HMAC-SHA256 of the body
 under the app secret (lowercase hex), and the headers User-Agent,
 X-Service-Id, X-Service-Domain and X-Module-Key.
 
+--descriptor (the app descriptor: a file, or an address such as
+http://127.0.0.1:3000/manifest.json) supplies the module key and the events:
+those of its webhook module (of --module-key when it declares several), one
+event each, unless --event is given.
+
 --tamper changes one byte of the body after signing, to see the delivery
 refused (by service_webhook in front of the app, or by the app itself).
 
-Prints the answer's status line and body. The exit code is non-zero when the
-answer is not 2xx.
+Prints the answer's status line and body on stdout, and what to do when a
+delivery signed with the demo secret is refused. The exit code is non-zero
+when the answer is not 2xx; errors go to stderr as plain text.
 
 Defaults: secret demo-app-secret, domain acme.example, organization id 1,
 module key events-hook, event project.translated, project 1, target language
@@ -76,9 +83,7 @@ uk, timeout 30s. This is a development tool.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().AddFlagSet(serviceWebhookFlags())
-			cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
-				return runServiceWebhook(fl, os.Stdout)
-			})
+			cmd.RunE = plainCommand(runServiceWebhook)
 		},
 	})
 }
@@ -99,6 +104,7 @@ func serviceTokenFlags() *pflag.FlagSet {
 func serviceWebhookFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("service-webhook", pflag.ContinueOnError)
 	fs.String("url", "", "The app's webhook URL (required)")
+	fs.String("descriptor", "", "Take the module key and events from this app descriptor (a file or an address)")
 	fs.String("secret", demoAppSecret, "The app secret that signs the delivery")
 	fs.String("secret-env", "", "Read the app secret from this environment variable")
 	fs.String("domain", demoDomain, "X-Service-Domain: the organization's domain")
@@ -111,6 +117,30 @@ func serviceWebhookFlags() *pflag.FlagSet {
 	fs.Bool("tamper", false, "Change one byte of the body after signing")
 	fs.String("timeout", "30s", "How long to wait for the answer")
 	return fs
+}
+
+// plainCommand runs one of servicegate's subcommands for cobra. What the
+// command prints goes to stdout as it wrote it; an error goes to stderr as
+// one plain line (Caddy's own wrapper writes it as a log entry, JSON when
+// stderr is not a terminal); the exit code is the command's.
+func plainCommand(run func(fl caddycmd.Flags, stdout io.Writer) (int, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		code, err := run(caddycmd.Flags{FlagSet: cmd.Flags()}, cmd.OutOrStdout())
+		return exitWith(commandOutcome(cmd.ErrOrStderr(), cmd.CommandPath(), code, err), nil)
+	}
+}
+
+// commandOutcome writes err, if any, on stderr as "<command>: <error>" and
+// returns the exit code: never success with an error.
+func commandOutcome(stderr io.Writer, command string, code int, err error) int {
+	if err == nil {
+		return code
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", command, err)
+	if code == caddy.ExitCodeSuccess {
+		code = caddy.ExitCodeFailedStartup
+	}
+	return code
 }
 
 // commandSecret is --secret, or the variable named by --secret-env.
@@ -200,18 +230,36 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
+	moduleKey, events := fl.String("module-key"), []string{fl.String("event")}
+	if source := fl.String("descriptor"); source != "" {
+		desc, err := loadForCommand(source)
+		if err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+		hook, err := declaredWebhook(desc, source, moduleKey, fl.Changed("module-key"))
+		if err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+		moduleKey = hook.Key
+		if !fl.Changed("event") {
+			events = hook.Events
+		}
+	}
 	var body []byte
 	if file := fl.String("body"); file != "" {
 		if body, err = os.ReadFile(file); err != nil {
 			return caddy.ExitCodeFailedStartup, fmt.Errorf("reading the body: %w", err)
 		}
 	} else {
-		body, err = json.Marshal(map[string][]webhookEvent{"events": {{
-			Event:          fl.String("event"),
-			Project:        webhookItem{fl.String("project")},
-			TargetLanguage: webhookItem{fl.String("target-language")},
-		}}})
-		if err != nil {
+		list := make([]webhookEvent, 0, len(events))
+		for _, e := range events {
+			list = append(list, webhookEvent{
+				Event:          e,
+				Project:        webhookItem{fl.String("project")},
+				TargetLanguage: webhookItem{fl.String("target-language")},
+			})
+		}
+		if body, err = json.Marshal(map[string][]webhookEvent{"events": list}); err != nil {
 			return caddy.ExitCodeFailedStartup, err
 		}
 	}
@@ -220,7 +268,7 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 		Secret:         secret,
 		OrganizationID: fl.String("organization-id"),
 		Domain:         fl.String("domain"),
-		ModuleKey:      fl.String("module-key"),
+		ModuleKey:      moduleKey,
 	}
 	if fl.Bool("tamper") {
 		if len(body) == 0 {
@@ -231,7 +279,8 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	status, answer, err := emulator.SendDelivery(ctx, &http.Client{Timeout: timeout}, target, d)
+	challenges := newTokenChallenges()
+	status, answer, err := emulator.SendDelivery(ctx, &http.Client{Timeout: timeout, Transport: challenges}, target, d)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
@@ -242,24 +291,73 @@ func runServiceWebhook(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 		return caddy.ExitCodeFailedStartup, err
 	}
 	if status < 200 || status > 299 {
-		return caddy.ExitCodeFailedStartup, refusedError(status, answer)
+		// The status line and the answer say what was refused; the
+		// tool adds what it alone knows.
+		if hint := demoSecretHint(status, secret, fl.Bool("tamper") || challenges.asked(target)); hint != "" {
+			fmt.Fprintln(stdout, hint)
+		}
+		return caddy.ExitCodeFailedStartup, nil
 	}
 	return caddy.ExitCodeSuccess, nil
 }
 
-// refusedError words a non-2xx answer by what the tool knows: the status
-// and the answer's error.message, not who answered (service_webhook in
-// front of the app, or the app).
-func refusedError(status int, answer []byte) error {
-	var eb errorBody
-	if json.Unmarshal(answer, &eb) != nil || eb.Error.Message == "" {
-		return fmt.Errorf("the delivery was refused with %d", status)
+// demoSecretHint is what to do when a signature made with the demo app
+// secret was refused (401): the app has a secret of its own. Not when the
+// refusal is meant (a tampered delivery) or is about something else (a
+// 401 that asks for a token).
+func demoSecretHint(status int, secret string, otherCause bool) string {
+	if status != http.StatusUnauthorized || secret != demoAppSecret || otherCause {
+		return ""
 	}
-	msg := eb.Error.Message
-	if r := []rune(msg); len(r) > 300 {
-		msg = string(r[:300]) + "…"
+	return "The delivery was signed with the demo app secret. Pass the app's secret with --secret-env NAME (or --secret)."
+}
+
+// tokenChallenges is a transport that remembers the URLs whose answer
+// carried a WWW-Authenticate challenge: a 401 that asks for a token (the
+// URL is not a webhook route), not one that refused a signature.
+type tokenChallenges struct {
+	mu   sync.Mutex
+	urls map[string]bool
+}
+
+func newTokenChallenges() *tokenChallenges {
+	return &tokenChallenges{urls: map[string]bool{}}
+}
+
+func (t *tokenChallenges) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && resp.Header.Get("WWW-Authenticate") != "" {
+		t.mu.Lock()
+		t.urls[r.URL.String()] = true
+		t.mu.Unlock()
 	}
-	return fmt.Errorf("the delivery was refused with %d: %s", status, msg)
+	return resp, err
+}
+
+// asked tells whether url answered with a challenge.
+func (t *tokenChallenges) asked(url string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.urls[url]
+}
+
+// declaredWebhook is the webhook module of the descriptor to deliver to:
+// the one named key when the key was given, else the only one.
+func declaredWebhook(d *descriptor.Descriptor, source, key string, keyGiven bool) (descriptor.Webhook, error) {
+	var keys []string
+	for _, w := range d.Webhooks {
+		if keyGiven && w.Key == key || !keyGiven && len(d.Webhooks) == 1 {
+			return w, nil
+		}
+		keys = append(keys, strconv.Quote(w.Key))
+	}
+	switch {
+	case len(keys) == 0:
+		return descriptor.Webhook{}, fmt.Errorf("%s declares no webhook module", source)
+	case keyGiven:
+		return descriptor.Webhook{}, fmt.Errorf("%s declares no webhook module %q; it declares %s", source, key, strings.Join(keys, ", "))
+	}
+	return descriptor.Webhook{}, fmt.Errorf("%s declares the webhook modules %s: choose one with --module-key", source, strings.Join(keys, ", "))
 }
 
 // tamper returns a copy of body with one byte changed: the last lowercase

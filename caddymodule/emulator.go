@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -111,9 +110,9 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	// ReplaceKnown, not ReplaceOrErr: an error naming an unknown
 	// placeholder would quote part of a literal secret.
-	secret := repl.ReplaceKnown(m.ClientSecret, "")
-	if secret == "" {
-		return errors.New("service_emulator: client_secret is empty (is its environment variable or file set?)")
+	secret, err := resolveSecret("service_emulator: client_secret", m.ClientSecret)
+	if err != nil {
+		return err
 	}
 	cfg := emulator.Config{
 		ClientID:      repl.ReplaceKnown(m.ClientID, ""),
@@ -124,7 +123,6 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 		TokenLifetime: time.Duration(m.TokenLifetime),
 		CodeLifetime:  time.Duration(m.CodeLifetime),
 	}
-	var err error
 	for _, org := range m.Organizations {
 		o := emulator.Organization{Domain: org.Domain, ID: org.ID, SubscribeLink: org.SubscribeLink}
 		if org.ActiveUntil != "" {

@@ -37,7 +37,7 @@ func init() {
 func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := parseDirective(d, map[string]subdirective{
 		"client_id":      once(stringArg(&m.ClientID)),
-		"client_secret":  once(stringArg(&m.ClientSecret)),
+		"client_secret":  once(secretArg("service_emulator", &m.ClientSecret)),
 		"app_identifier": once(stringArg(&m.AppIdentifier)),
 		"issuer":         once(stringArg(&m.Issuer)),
 		"redirect_uri":   repeatable(appendArgs(&m.RedirectURIs)),

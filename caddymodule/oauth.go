@@ -177,12 +177,12 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 	m.logger = ctx.Logger()
 	m.events = newOAuthEvents(ctx.GetMetricsRegistry())
 	repl := caddy.NewReplacer()
-	secret := repl.ReplaceKnown(m.ClientSecret, "")
+	secret, err := resolveSecret("service_oauth: client_secret", m.ClientSecret)
+	if err != nil {
+		return err
+	}
 	clientID := repl.ReplaceKnown(m.ClientID, "")
 	authURL := strings.TrimSuffix(repl.ReplaceKnown(m.AuthURL, ""), "/")
-	if secret == "" {
-		return errors.New("service_oauth: client_secret is empty (is its environment variable or file set?)")
-	}
 	if clientID == "" {
 		return errors.New("service_oauth: client_id is empty")
 	}

@@ -53,7 +53,7 @@ func (m *ServiceOAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	err := parseDirective(d, map[string]subdirective{
 		"client_id":           once(stringArg(&m.ClientID)),
-		"client_secret":       once(stringArg(&m.ClientSecret)),
+		"client_secret":       once(secretArg("service_oauth", &m.ClientSecret)),
 		"auth_url":            once(stringArg(&m.AuthURL)),
 		"scopes":              repeatable(appendArgs(&m.Scopes)),
 		"redirect_uri":        once(stringArg(&m.RedirectURI)),

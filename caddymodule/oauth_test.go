@@ -131,7 +131,7 @@ func TestServiceOAuthProvisionSecret(t *testing.T) {
 	defer cancel()
 	t.Setenv("SERVICEGATE_TEST_OAUTH_SECRET", "")
 	m := &ServiceOAuth{ClientID: "c", ClientSecret: "{env.SERVICEGATE_TEST_OAUTH_SECRET}", AuthURL: "https://a.example", Scopes: []string{"p"}}
-	if err := m.Provision(ctx); err == nil || !strings.Contains(err.Error(), "client_secret is empty") {
+	if err := m.Provision(ctx); err == nil || !strings.Contains(err.Error(), "client_secret {env.SERVICEGATE_TEST_OAUTH_SECRET} is empty") {
 		t.Fatalf("empty secret: %v", err)
 	}
 	t.Setenv("SERVICEGATE_TEST_OAUTH_SECRET", "s3cret-value")

@@ -29,8 +29,9 @@ func TestReadmeCLIMatchesFlags(t *testing.T) {
 	}
 	placeholder := regexp.MustCompile(`^[A-Z][A-Z0-9_.]*$`)
 	for name, flags := range map[string]*pflag.FlagSet{
-		"service-token":   serviceTokenFlags(),
-		"service-webhook": serviceWebhookFlags(),
+		"service-token":    serviceTokenFlags(),
+		"service-webhook":  serviceWebhookFlags(),
+		"service-app send": serviceAppSendFlags(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			i := strings.Index(section, "- `caddy "+name+" ")

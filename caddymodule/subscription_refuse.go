@@ -33,6 +33,11 @@ func (h *ServiceSubscription) serviceFailed(w http.ResponseWriter, r *http.Reque
 
 // refuseAnswer answers a request whose subscription is not active.
 func (h *ServiceSubscription) refuseAnswer(w http.ResponseWriter, r *http.Request, a subscription.Answer) error {
+	if ce := h.logger.Check(zap.DebugLevel, "subscription refused"); ce != nil {
+		// The app identifier the query named: a wrong one reads as "no
+		// subscription" for every organization.
+		ce.Write(zap.String("app_identifier", h.app), zap.String("answer", a.Status.String()), zap.String("path", r.URL.Path))
+	}
 	switch a.Status {
 	case subscription.Unpaid:
 		writePaymentRequired(w, r, "Your organization has not subscribed to this app. Subscribe to continue.", a.SubscribeLink)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/queue"
+	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/signature"
 	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/webhook"
@@ -140,8 +141,9 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
 		for i, s := range m.Secrets {
-			if secrets[i] = repl.ReplaceKnown(s, ""); secrets[i] == "" {
-				return fmt.Errorf("service_webhook: secret %d of %d is empty once placeholders are replaced (is its environment variable or file set?)", i+1, len(m.Secrets))
+			var err error
+			if secrets[i], err = resolveSecret(fmt.Sprintf("service_webhook: secret %d of %d", i+1, len(m.Secrets)), s); err != nil {
+				return err
 			}
 		}
 		v, err := signature.NewVerifier(secrets...)
@@ -329,7 +331,11 @@ func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) 
 func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome webhookOutcome, status int, message string) error {
 	m.outcomes.inc(outcome)
 	if ce := m.logger.Check(zap.DebugLevel, "webhook delivery refused"); ce != nil {
-		ce.Write(zap.String("outcome", outcome.String()), zap.Int("status", status))
+		// Why, and what this endpoint expects; the module key received
+		// is a name, not a secret. Never the signature or the body.
+		ce.Write(zap.String("outcome", outcome.String()), zap.Int("status", status), zap.String("reason", message),
+			zap.Strings("expected_module_keys", m.ModuleKeys), zap.Strings("expected_events", m.Events),
+			zap.String("module_key", respond.Quote(r.Header.Get("X-Module-Key"))))
 	}
 	return refuse(w, r, status, message)
 }

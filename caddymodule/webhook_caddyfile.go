@@ -38,7 +38,7 @@ func init() {
 //	}
 func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := parseDirective(d, map[string]subdirective{
-		"secret":       repeatable(appendArgs(&m.Secrets)),
+		"secret":       repeatable(secretArgs("service_webhook", &m.Secrets)),
 		"secrets_file": once(stringArg(&m.SecretsFile)),
 		"secrets_poll": once(durationTo(&m.SecretsPoll)),
 		"module_key":   repeatable(appendArgs(&m.ModuleKeys)),

@@ -409,7 +409,7 @@ func TestWebhookProvisionAndValidate(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	unset := ServiceWebhook{Secrets: []string{"{env.SERVICEGATE_TEST_UNSET_VARIABLE}"}}
-	if err := unset.Provision(ctx); err == nil || !strings.Contains(err.Error(), "empty once placeholders are replaced") {
+	if err := unset.Provision(ctx); err == nil || !strings.Contains(err.Error(), "empty once its placeholders are resolved") {
 		t.Fatalf("an unset secret variable: %v", err)
 	}
 	missing := ServiceWebhook{SecretsFile: filepath.Join(t.TempDir(), "absent.json")}

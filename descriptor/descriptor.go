@@ -59,6 +59,9 @@ type Descriptor struct {
 	// servicegate does not route specially; their urls get the default
 	// (token-checked) treatment.
 	Ignored []string
+	// Others are the entries of those kinds, with their key and url when
+	// they have them as strings: read to be listed, never checked.
+	Others []Other
 
 	raw map[string]json.RawMessage
 }
@@ -216,6 +219,7 @@ func (d *Descriptor) parseModules(defects *Defects, data json.RawMessage) {
 		case KindCustomFileFormat, KindFilePreExport, KindWebhook:
 		default:
 			d.Ignored = append(d.Ignored, kind)
+			d.Others = append(d.Others, readOthers(kind, entries)...)
 			continue
 		}
 		for i, e := range entries {
@@ -244,6 +248,31 @@ func (d *Descriptor) parseModules(defects *Defects, data json.RawMessage) {
 		}
 	}
 	d.checkUnique(defects)
+}
+
+// Other is an entry of a module kind servicegate does not route
+// specially, such as a page of the app's UI.
+type Other struct {
+	Kind string
+	Module
+}
+
+// readOthers reads the key and url of each entry of such a kind, leaving
+// out what is not a string.
+func readOthers(kind string, entries []json.RawMessage) []Other {
+	var out []Other
+	for _, e := range entries {
+		var obj struct {
+			Key any `json:"key"`
+			URL any `json:"url"`
+		}
+		_ = json.Unmarshal(e, &obj)
+		o := Other{Kind: kind}
+		o.Key, _ = obj.Key.(string)
+		o.URL, _ = obj.URL.(string)
+		out = append(out, o)
+	}
+	return out
 }
 
 // readModule reads and checks key and url; where names the entry, and

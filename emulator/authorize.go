@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/servicegate/servicegate/respond"
 )
@@ -59,12 +60,21 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 
 	// Errors about the client or the redirect URI are shown here, never
 	// sent to a redirect URI that is not known to be the app's.
-	if req.clientID == "" || req.clientID != s.cfg.ClientID {
-		writeErrorPage(w, http.StatusBadRequest, "This app is unknown: client_id is missing or not registered.")
+	// The messages say what came and what is registered (client ids and
+	// redirect URLs are public): the person reading them is setting up
+	// an app against the emulator.
+	switch {
+	case req.clientID == "":
+		writeErrorPage(w, http.StatusBadRequest, "This app is unknown: the request has no client_id. The emulator knows the app as "+respond.Quote(s.cfg.ClientID)+".")
 		return
-	}
-	if !s.redirects[req.redirectURI] {
-		writeErrorPage(w, http.StatusBadRequest, "The redirect_uri is missing or is not one of the app's registered redirect URLs.")
+	case req.clientID != s.cfg.ClientID:
+		writeErrorPage(w, http.StatusBadRequest, "This app is unknown: client_id "+respond.Quote(req.clientID)+" is not registered. The emulator knows the app as "+respond.Quote(s.cfg.ClientID)+".")
+		return
+	case req.redirectURI == "":
+		writeErrorPage(w, http.StatusBadRequest, "The request has no redirect_uri. The app's registered redirect URLs: "+s.registeredRedirects()+".")
+		return
+	case !s.redirects[req.redirectURI]:
+		writeErrorPage(w, http.StatusBadRequest, "The redirect_uri "+respond.Quote(req.redirectURI)+" is not one of the app's registered redirect URLs: "+s.registeredRedirects()+".")
 		return
 	}
 	if req.responseType != "code" {
@@ -159,6 +169,18 @@ func writePage(w http.ResponseWriter, status int, t *template.Template, data any
 
 // writeErrorPage writes a page that says why an authorization request
 // was not answered.
+// registeredRedirects lists the app's redirect URLs for a message.
+func (s *Server) registeredRedirects() string {
+	quoted := make([]string, 0, len(s.cfg.RedirectURIs))
+	for _, u := range s.cfg.RedirectURIs {
+		quoted = append(quoted, respond.Quote(u))
+	}
+	if len(quoted) == 0 {
+		return "none"
+	}
+	return strings.Join(quoted, ", ")
+}
+
 func writeErrorPage(w http.ResponseWriter, status int, message string) {
 	respond.WritePage(w, status, respond.Page{Title: "Authorization error", Message: message, Note: emulatorNote})
 }

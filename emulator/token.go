@@ -265,7 +265,7 @@ func (s *Server) exchangeCode(req tokenRequest) (tokenResponse, *oauthError) {
 		s.revokeFamily(g.family)
 		return tokenResponse{}, invalidGrant("the code has already been used")
 	case g.redirectURI != req.RedirectURI:
-		return tokenResponse{}, invalidGrant("redirect_uri differs from the one the code was issued for")
+		return tokenResponse{}, invalidGrant("redirect_uri " + respond.Quote(req.RedirectURI) + " differs from " + respond.Quote(g.redirectURI) + ", the one the code was issued for")
 	}
 	g.used = true
 	return s.issue(g.user, g.org, g.family, now)

@@ -3,6 +3,13 @@
 // knows nothing of tokens, subscriptions, signatures or limits; it trusts the
 // headers and bodies servicegate lets through.
 //
+// That trust holds only when the gateway is the only way in: the app listens
+// on loopback (or a Unix socket, -listen unix:/path), and answers only
+// requests for the gateway's host (-gateway-hosts), so that a web page that
+// rebinds its name to 127.0.0.1 cannot reach it from a browser. The
+// descriptor is public and served for any host: service_app reads it at the
+// app's own address.
+//
 //	GET  /manifest.json       the app descriptor: its modules, for the service and service_app
 //	GET  /                    the app's page, for people signed in with a browser
 //	GET  /api/whoami          the trusted identity headers servicegate set
@@ -23,17 +30,47 @@ import (
 	"html/template"
 	"io"
 	"log"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/servicegate/servicegate/examples/formatapp"
 )
 
+// defaultGatewayHosts is the host the demo's gateway serves the app at
+// (the site of Caddyfile.example); reverse_proxy passes it on as Host.
+const defaultGatewayHosts = "localhost:8080"
+
 func main() {
-	addr := flag.String("listen", "127.0.0.1:3000", "address to listen on")
+	addr := flag.String("listen", "127.0.0.1:3000", "address to listen on: host:port, or unix:/path for a Unix socket")
+	hosts := flag.String("gateway-hosts", envOr("DEMOAPP_GATEWAY_HOSTS", defaultGatewayHosts),
+		"comma-separated hosts (host:port as the gateway's site is addressed) whose requests the app answers; env DEMOAPP_GATEWAY_HOSTS")
 	flag.Parse()
 
+	network, address := "tcp", *addr
+	if path, ok := strings.CutPrefix(*addr, "unix:"); ok {
+		network, address = "unix", path
+	}
+	ln, err := net.Listen(network, address)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("demo app listening on %s %s, answering requests for %s", network, address, *hosts)
+	srv := &http.Server{Handler: newHandler(strings.Split(*hosts, ",")), ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.Serve(ln))
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// newHandler is the app: its routes behind the Host check.
+func newHandler(gatewayHosts []string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /manifest.json", serveManifest)
 	mux.HandleFunc("GET /{$}", page)
@@ -45,10 +82,32 @@ func main() {
 	mux.HandleFunc("POST /file-format/buggy", buggyParse)
 	mux.HandleFunc("POST /file-format/slow", slowJob)
 	mux.HandleFunc("POST /file-format/huge", hugeJob)
+	return onlyFor(gatewayHosts, mux)
+}
 
-	log.Printf("demo app listening on http://%s", *addr)
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Fatal(srv.ListenAndServe())
+// onlyFor answers only requests whose Host is one of hosts, the gateway's,
+// and the descriptor for any. A browser sends the name of the page's site
+// as Host, so a page whose name was rebound to 127.0.0.1 is refused here
+// instead of being answered as if servicegate had vouched for it.
+func onlyFor(hosts []string, next http.Handler) http.Handler {
+	allowed := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+			allowed[h] = true
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allowed[strings.ToLower(r.Host)] || r.URL.Path == "/manifest.json" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		host := r.Host
+		if len(host) > 100 {
+			host = host[:100] + "…"
+		}
+		writeJSON(w, http.StatusMisdirectedRequest, map[string]any{"error": map[string]string{"message": fmt.Sprintf(
+			"This app answers only through its gateway (%s), not requests for %q.", strings.Join(hosts, ", "), host)}})
+	})
 }
 
 // manifest is the app descriptor: what the service, and servicegate's
