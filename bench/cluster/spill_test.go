@@ -41,7 +41,7 @@ func TestClusterSpillLinkMintedOnOneInstanceDownloadsOnTheOtherOnce(t *testing.T
 		timeout 2s
 	}
 }
-:%d {
+http://127.0.0.1:%d {
 	bind 127.0.0.1
 	route {
 		service_limits {
