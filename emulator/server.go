@@ -95,6 +95,9 @@ type Server struct {
 	codes   map[string]*codeGrant
 	refresh map[string]*refreshGrant
 	queries map[string]int
+	// installs are the app's installations, by organization domain
+	// (see InstallApp); nil until the first one.
+	installs map[string]*appInstall
 }
 
 // New checks cfg, fills in its defaults and returns a Server for it.
