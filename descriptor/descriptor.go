@@ -53,6 +53,9 @@ type Descriptor struct {
 	PreExports  []PreExport
 	Webhooks    []Webhook
 
+	// Events are the lifecycle calls' paths (see Events).
+	Events Events
+
 	// Ignored names the module kinds the descriptor declares that
 	// servicegate does not route specially; their urls get the default
 	// (token-checked) treatment.
@@ -183,6 +186,9 @@ func Parse(source string, data []byte) (*Descriptor, error) {
 	}
 	if m, ok := raw["modules"]; ok {
 		d.parseModules(defects, m)
+	}
+	if e, ok := raw["events"]; ok {
+		d.parseEvents(defects, e)
 	}
 	if len(defects.List) > 0 {
 		return nil, defects
