@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/servicegate/servicegate/signature"
 )
 
 // DefaultRenewBefore is how long before it expires an app token is
@@ -63,7 +65,8 @@ type entry struct {
 	id, domain string
 	secret     string
 	token      atomic.Pointer[tokenState]
-	paidAt     atomic.Int64 // unix nanos of the last subscription_paid purge
+	verifier   atomic.Pointer[signature.Verifier] // made at the first delivery
+	paidAt     atomic.Int64                       // unix nanos of the last subscription_paid purge
 }
 
 // tokenState is an app token and when to renew it.
@@ -167,6 +170,25 @@ func (b *Book) Secret(org string) (string, bool) {
 		return e.secret, true
 	}
 	return "", false
+}
+
+// Installation returns the verifier of the app secret of the organization
+// named by id or domain, with its id and domain: the secret source of
+// webhook.Checker.
+func (b *Book) Installation(org string) (*signature.Verifier, string, string, bool) {
+	e := b.lookup(org)
+	if e == nil {
+		return nil, "", "", false
+	}
+	v := e.verifier.Load()
+	if v == nil {
+		var err error
+		if v, err = signature.NewVerifier(e.secret); err != nil {
+			return nil, "", "", false // an empty secret is never stored
+		}
+		e.verifier.Store(v)
+	}
+	return v, e.id, e.domain, true
 }
 
 // Organization returns the id of the organization named by id or domain,

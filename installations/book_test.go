@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/servicegate/servicegate/signature"
 )
 
 // fakeService issues app tokens for the secrets it gave, and counts the
@@ -327,5 +329,27 @@ func TestBookMemoryPerInstallation(t *testing.T) {
 	t.Logf("%.0f bytes per installation held (a 240-byte app token included)", per)
 	if per > 512 {
 		t.Errorf("%.0f bytes per installation held, want at most 512", per)
+	}
+}
+
+func TestBookInstallationVerifiesWithItsSecret(t *testing.T) {
+	c := newClock()
+	b := newTestBook(t, NewMemoryStore(), newFakeService(c.now), c)
+	if err := b.Install(testInstallation("42", "acme", "s3cret-42")); err != nil {
+		t.Fatal(err)
+	}
+	v, id, domain, ok := b.Installation("acme")
+	if !ok || id != "42" || domain != "acme" {
+		t.Fatalf("Installation = %v %q %q", ok, id, domain)
+	}
+	body := []byte(`{"events":[]}`)
+	if err := v.Verify(body, signature.Sign("s3cret-42", body)); err != nil {
+		t.Fatal(err)
+	}
+	if v2, _, _, _ := b.Installation("42"); v2 != v {
+		t.Error("the verifier is made again for each delivery")
+	}
+	if _, _, _, ok := b.Installation("globex"); ok {
+		t.Error("an organization with no installation has a verifier")
 	}
 }
