@@ -125,6 +125,11 @@ type ServiceApp struct {
 	// module's kind; spill is on unless set otherwise.
 	Limits map[string]*ServiceLimits `json:"limits,omitempty"`
 
+	// Installations, when set, keeps each organization's installation
+	// of the app: see AppInstallations. Required when the descriptor
+	// declares lifecycle events.
+	Installations *AppInstallations `json:"installations,omitempty"`
+
 	// Routes is what the descriptor and the settings above expand to, one
 	// route per path: the Caddyfile adapter writes it when it can read the
 	// descriptor, so that `caddy adapt` shows it. When it is empty, the
@@ -143,6 +148,7 @@ type ServiceApp struct {
 	cleanups   []caddy.CleanerUpper
 	logger     *zap.Logger
 	descriptor []byte // the filled descriptor when BaseURL is set
+	inst       *appInstallations
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
@@ -233,6 +239,9 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.clientID = repl.ReplaceKnown(a.ClientID, "")
 	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
+	if err := a.provisionInstallations(ctx, desc, routes); err != nil {
+		return err
+	}
 	for i := range routes {
 		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
 			// Caddy cleans up only modules that provisioned: let go of
@@ -242,6 +251,7 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 		}
 	}
 	a.Routes = routes
+	a.wrapDeliveryRoutes()
 	if a.public != nil {
 		if err := a.public.Provision(ctx); err != nil {
 			return fmt.Errorf("service_app: public: %w", err)

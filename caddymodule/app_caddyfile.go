@@ -49,6 +49,7 @@ const appAdaptTimeout = 5 * time.Second
 //		auth { … }                      # service_auth's settings for the token check
 //		webhook [<key>] { … }           # service_webhook's settings, for one module or all
 //		limits [<key>] { … }            # service_limits' settings, for one file module or all
+//		installations { … }             # keep each organization's installation (see parseInstallations)
 //	}
 //
 // When the descriptor can be read while adapting, its defects are reported
@@ -87,6 +88,8 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = appArgs(d, &a.AppSecrets)
 		case "public":
 			err = appArgs(d, &a.Public)
+		case "installations":
+			err = a.parseInstallations(d)
 		case "subscription", "sign_in", "auth":
 			if seen[sub] {
 				return d.Errf("%s given twice", sub)

@@ -12,6 +12,7 @@ import (
 // ServeHTTP hands the request to the route of its path.
 func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	path := r.URL.Path
+	a.stripAppToken(r)
 	if h, ok := a.exact[path]; ok {
 		return h.ServeHTTP(w, r, next)
 	}
@@ -26,7 +27,7 @@ func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if a.public != nil && a.public.Match(r) {
 		return next.ServeHTTP(w, r)
 	}
-	return a.serveGuarded(w, r, next)
+	return a.serveGuarded(w, r, a.withAppToken(next))
 }
 
 // serveGuarded runs the "*" route: sign-in (for a request without a

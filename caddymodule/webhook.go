@@ -108,6 +108,9 @@ type ServiceWebhook struct {
 	queue    queue.Deliveries // nil without Queue
 	queueKey string
 	queueTo  string
+	// installations, set by service_app, holds the secrets of the
+	// organizations that installed the app.
+	installations webhook.Installations
 }
 
 // CaddyModule returns the Caddy module information.
@@ -146,6 +149,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 		m.check.AppWide = v
 	}
 	m.check.ModuleKeys = m.ModuleKeys
+	m.check.Installations = m.installations
 	if len(m.Events) > 0 {
 		m.check.Events = webhook.NewEvents(m.Events...)
 	}
@@ -175,7 +179,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 
 // Validate checks that a delivery can pass at all.
 func (m *ServiceWebhook) Validate() error {
-	if len(m.Secrets) == 0 && m.SecretsFile == "" {
+	if len(m.Secrets) == 0 && m.SecretsFile == "" && m.installations == nil {
 		return errors.New("service_webhook: needs at least one secret or a secrets_file")
 	}
 	if m.MaxSize < 0 {

@@ -1,0 +1,395 @@
+package caddymodule
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/descriptor"
+	"github.com/servicegate/servicegate/installations"
+	"github.com/servicegate/servicegate/oauth"
+	"github.com/servicegate/servicegate/webhook"
+)
+
+// appDefaultTokenHeader carries an organization's app token to the app.
+const appDefaultTokenHeader = "X-Service-App-Token"
+
+// appTokenTimeout bounds one request of the service_app grant.
+const appTokenTimeout = 10 * time.Second
+
+// AppInstallations is service_app's installations block: the gateway keeps
+// each organization's installation of the app (its app secret, its app
+// token), answers the service's lifecycle calls at the paths the
+// descriptor's events name, verifies each organization's webhook
+// deliveries with its own secret, and gives the app a fresh app token of
+// the organization on the requests it forwards.
+type AppInstallations struct {
+	// Key seals what is stored (AES-256-GCM under a key derived from it
+	// with HKDF-SHA256, each record bound to its organization). At least
+	// 32 bytes; {env.*} and {file.*} placeholders are resolved at load.
+	// Required.
+	Key string `json:"key,omitempty"`
+
+	// Store is where installations are kept: "disk", a file in Caddy's
+	// data directory that survives restarts. Default disk. ("redis" is
+	// refused: installations are not shared between instances yet.)
+	Store string `json:"store,omitempty"`
+
+	// Forward tells the app of each lifecycle call (the next handler),
+	// without appSecret and code; "off" answers the service without the
+	// app. Default on.
+	Forward string `json:"forward,omitempty"`
+
+	// TokenHeader is the request header that carries the organization's
+	// app token to the app, on verified webhook deliveries and on
+	// requests with a verified user token of an installed organization;
+	// inbound copies are removed. "off" sends none. Default
+	// X-Service-App-Token.
+	TokenHeader string `json:"token_header,omitempty"`
+}
+
+// appInstallations is what a provisioned installations block holds.
+type appInstallations struct {
+	book    *installations.Book
+	handler *installations.Handler
+	header  string // "" when off
+	logger  *zap.Logger
+}
+
+// installationStores holds each open installations file, so that a config
+// reload keeps using it (bbolt locks its file against a second opener).
+var installationStores = caddy.NewUsagePool()
+
+// pooledInstallationStore is an installations file in the pool.
+type pooledInstallationStore struct{ *installations.BoltStore }
+
+// Destruct closes the file when no config uses it any more.
+func (p pooledInstallationStore) Destruct() error { return p.Close() }
+
+// installationOutcomes counts lifecycle calls by outcome, and app token
+// requests by result.
+var (
+	installationCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "servicegate", Subsystem: "installations", Name: "calls_total",
+		Help: "Lifecycle calls of the service (installed, uninstall, subscription_paid) answered by service_app, by outcome.",
+	}, []string{"outcome"})
+	installationTokenRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "servicegate", Subsystem: "installations", Name: "token_requests_total",
+		Help: "App token requests (the service_app grant) made for installed organizations, by result.",
+	}, []string{"result"})
+)
+
+// eventsWithoutInstallations is the defect of a descriptor that declares
+// lifecycle events while the gateway keeps no installations.
+func eventsWithoutInstallations(desc *descriptor.Descriptor) string {
+	if !desc.Events.Any() {
+		return ""
+	}
+	return "the descriptor declares lifecycle events (events: installed, uninstall, subscription_paid), " +
+		"which service_app answers only with an installations block: add `installations { key {env.SERVICEGATE_INSTALLATIONS_KEY} }` " +
+		"(a key of at least 32 bytes seals what is stored)"
+}
+
+// provisionInstallations opens the installations of the app when the
+// block is given, registers the lifecycle paths, and hands the webhook
+// routes the installations as their secret source. It runs before the
+// routes are provisioned.
+func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute) error {
+	ic := a.Installations
+	if ic == nil {
+		if msg := eventsWithoutInstallations(desc); msg != "" {
+			return errors.New("service_app: " + msg)
+		}
+		return nil
+	}
+	if err := ic.validate(); err != nil {
+		return err
+	}
+	if sg, err := servicegateApp(ctx); err != nil {
+		return err
+	} else if ic.Store == "" && sg != nil && sg.Client() != nil {
+		return errors.New("service_app: installations: the servicegate option shares state in Redis, but installations are kept on disk only for now: write `store disk` to keep them in this instance's data directory")
+	}
+	repl := caddy.NewReplacer()
+	key := repl.ReplaceKnown(ic.Key, "")
+	sealer, err := installations.NewSealer([]byte(key))
+	if err != nil {
+		return fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
+	}
+	service := strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/")
+	if service == "" {
+		return errors.New("service_app: installations: service (or auth_url) is required: installations are proved by asking the service for an app token")
+	}
+	secret := repl.ReplaceKnown(a.ClientSecret, "")
+	if secret == "" {
+		return errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
+	}
+
+	// One file per app (client id) in Caddy's data directory.
+	sum := sha256.Sum256([]byte(a.clientID))
+	path := filepath.Join(caddy.AppDataDir(), "servicegate", "installations", hex.EncodeToString(sum[:8])+".db")
+	v, _, err := installationStores.LoadOrNew(path, func() (caddy.Destructor, error) {
+		s, err := installations.OpenBolt(path)
+		if err != nil {
+			return nil, err
+		}
+		return pooledInstallationStore{s}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("service_app: installations: %w", err)
+	}
+	release := installationStoreRelease(path)
+	if err := a.openInstallations(ctx, desc, routes, v.(pooledInstallationStore).BoltStore, sealer, service, secret); err != nil {
+		_ = release.Cleanup()
+		return fmt.Errorf("service_app: installations: %w", err)
+	}
+	a.cleanups = append(a.cleanups, release)
+	return nil
+}
+
+// openInstallations builds the book and the lifecycle handler over an open
+// store, and wires them into the routes.
+func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute,
+	store installations.Store, sealer *installations.Sealer, service, secret string) error {
+	ic := a.Installations
+
+	reg := ctx.GetMetricsRegistry()
+	calls := registerCollector(reg, installationCalls)
+	renewals := registerCollector(reg, installationTokenRenewals)
+	logger := a.logger.Named("installations")
+	client := &oauth.Client{AuthURL: service, ClientID: a.clientID, ClientSecret: secret,
+		HTTP: &http.Client{Timeout: appTokenTimeout}}
+	book, err := installations.NewBook(installations.BookConfig{
+		Store:  store,
+		Sealer: sealer,
+		Grant:  installations.ServiceGrant(client, nil),
+		Renewed: func(org string, err error) {
+			if err != nil {
+				renewals.WithLabelValues("failed").Inc()
+				logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
+				return
+			}
+			renewals.WithLabelValues("issued").Inc()
+		},
+	})
+	if err != nil {
+		return err
+	}
+	inst := &appInstallations{book: book, logger: logger}
+	if h := ic.TokenHeader; h != "off" {
+		inst.header = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
+	}
+	handler, err := installations.NewHandler(installations.HandlerConfig{
+		Book:     book,
+		ClientID: a.clientID,
+		Paths: [installations.NumKinds]string{
+			installations.Installed:        desc.Events.Installed,
+			installations.Uninstall:        desc.Events.Uninstall,
+			installations.SubscriptionPaid: desc.Events.SubscriptionPaid,
+		},
+		Forward: ic.Forward != "off",
+		Purge:   forgetOrganization(ctx),
+		Refuse:  refuse,
+		Report: func(o installations.Outcome, org string, err error) {
+			calls.WithLabelValues(o.String()).Inc()
+			fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
+			if err != nil {
+				fields = append(fields, zap.Error(err))
+			}
+			logger.Info("lifecycle call", fields...)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	inst.handler = handler
+	a.inst = inst
+	for _, p := range []string{desc.Events.Installed, desc.Events.Uninstall, desc.Events.SubscriptionPaid} {
+		if p != "" {
+			a.exact[p] = appLifecycle{handler}
+		}
+	}
+	for i := range routes {
+		if wh := routes[i].Webhook; wh != nil {
+			wh.installations = book
+		}
+	}
+	return nil
+}
+
+// installationStoreRelease lets go of the config's use of the file.
+type installationStoreRelease string
+
+// Cleanup implements caddy.CleanerUpper.
+func (p installationStoreRelease) Cleanup() error {
+	_, err := installationStores.Delete(string(p))
+	return err
+}
+
+// forgetOrganization forgets the cached subscription answers of an
+// organization, by id and by domain, in this process and, with the
+// servicegate option, on every instance.
+func forgetOrganization(ctx caddy.Context) func(id, domain string) {
+	sg, _ := servicegateApp(ctx)
+	return func(id, domain string) {
+		for _, org := range []string{id, domain} {
+			if org == "" {
+				continue
+			}
+			forgetLocalSubscriptions(org)
+			if sg != nil && sg.Subscriptions() != nil {
+				_, _ = sg.Subscriptions().Forget(ctx, org)
+			}
+		}
+	}
+}
+
+func (ic *AppInstallations) validate() error {
+	switch {
+	case ic.Key == "":
+		return errors.New("service_app: installations: key is required: at least 32 bytes that seal what is stored, such as {env.SERVICEGATE_INSTALLATIONS_KEY}")
+	case ic.Store != "" && ic.Store != "disk" && ic.Store != "redis":
+		return fmt.Errorf("service_app: installations: store %q is neither disk nor redis", ic.Store)
+	case ic.Store == "redis":
+		return errors.New("service_app: installations: store redis is not available yet; use store disk")
+	case ic.Forward != "" && ic.Forward != "on" && ic.Forward != "off":
+		return fmt.Errorf("service_app: installations: forward takes on or off, not %q", ic.Forward)
+	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !validHeaderName(ic.TokenHeader):
+		return fmt.Errorf("service_app: installations: token_header %q is not a header name", ic.TokenHeader)
+	}
+	return nil
+}
+
+func validHeaderName(s string) bool {
+	for _, c := range s {
+		if c <= ' ' || c >= 0x7f || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// appLifecycle serves the lifecycle paths.
+type appLifecycle struct{ h *installations.Handler }
+
+func (l appLifecycle) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	return l.h.Serve(w, r, next)
+}
+
+// stripAppToken removes inbound copies of the token header: only the
+// gateway sets it.
+func (a *ServiceApp) stripAppToken(r *http.Request) {
+	if a.inst != nil && a.inst.header != "" {
+		delete(r.Header, a.inst.header)
+	}
+}
+
+// withAppToken is next, giving the app the organization's app token when
+// the request's verified token names an installed organization.
+func (a *ServiceApp) withAppToken(next caddyhttp.Handler) caddyhttp.Handler {
+	if a.inst == nil || a.inst.header == "" {
+		return next
+	}
+	return appTokenNext{inst: a.inst, next: next}
+}
+
+// appTokenNext sets the app token header, then calls next. delivery: the
+// organization is the one a verified webhook delivery names (its
+// organization headers, which the check removed unless the signature
+// vouches for them); else the one service_auth verified.
+type appTokenNext struct {
+	inst     *appInstallations
+	next     caddyhttp.Handler
+	delivery bool
+}
+
+func (t appTokenNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	var org string
+	if t.delivery {
+		org = cmp.Or(r.Header.Get(webhook.HeaderDomain), r.Header.Get(webhook.HeaderOrgID))
+	} else if v, ok := verifiedFrom(r); ok {
+		org = v.Organization
+	}
+	if org != "" {
+		tok, _, err := t.inst.book.Token(r.Context(), org)
+		switch {
+		case err == nil:
+			r.Header[t.inst.header] = []string{tok}
+		case !errors.Is(err, installations.ErrNotFound):
+			t.inst.logger.Warn("the request goes on without an app token", zap.String("organization", org), zap.Error(err))
+		}
+	}
+	return t.next.ServeHTTP(w, r)
+}
+
+// appDeliveryRoute is a webhook route whose verified deliveries carry the
+// organization's app token.
+type appDeliveryRoute struct {
+	inst *appInstallations
+	h    caddyhttp.MiddlewareHandler
+}
+
+func (d appDeliveryRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	return d.h.ServeHTTP(w, r, appTokenNext{inst: d.inst, next: next, delivery: true})
+}
+
+// wrapDeliveryRoutes makes the webhook routes give app tokens; it runs
+// once the routes are provisioned.
+func (a *ServiceApp) wrapDeliveryRoutes() {
+	if a.inst == nil || a.inst.header == "" {
+		return
+	}
+	for _, rt := range a.Routes {
+		if rt.Webhook == nil {
+			continue
+		}
+		if h, ok := a.exact[rt.Path]; ok && h == caddyhttp.MiddlewareHandler(rt.Webhook) {
+			a.exact[rt.Path] = appDeliveryRoute{inst: a.inst, h: h}
+		}
+	}
+}
+
+// parseInstallations reads the installations block:
+//
+//	installations {
+//		key <key>                  # required: seals what is stored (at least 32 bytes)
+//		store disk                 # default disk
+//		forward on|off             # default on
+//		token_header <name>|off    # default X-Service-App-Token
+//	}
+func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
+	start := d.Token()
+	if a.Installations != nil {
+		return d.Err("installations given twice")
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	ic := new(AppInstallations)
+	err := parseBlock(d, "installations", map[string]subdirective{
+		"key":          once(stringArg(&ic.Key)),
+		"store":        once(stringArg(&ic.Store)),
+		"forward":      once(stringArg(&ic.Forward)),
+		"token_header": once(stringArg(&ic.TokenHeader)),
+	})
+	if err != nil {
+		return err
+	}
+	if err := ic.validate(); err != nil {
+		return errAt(start, strings.TrimPrefix(err.Error(), "service_app: "))
+	}
+	a.Installations = ic
+	return nil
+}
