@@ -86,8 +86,8 @@ var (
 		Help: "Lifecycle calls of the service (installed, uninstall, subscription_paid) answered by service_app, by outcome.",
 	}, []string{"outcome"})
 	installationTokenRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "servicegate", Subsystem: "installations", Name: "token_requests_total",
-		Help: "App token requests (the service_app grant) made for installed organizations, by result.",
+		Namespace: "servicegate", Subsystem: "installations", Name: "token_renewals_total",
+		Help: "App tokens renewed (the service_app grant asked again) for installed organizations, by result.",
 	}, []string{"result"})
 )
 
@@ -155,7 +155,7 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
-	a.cleanups = append(a.cleanups, release)
+	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
 	return nil
 }
 
@@ -168,6 +168,8 @@ func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descr
 	reg := ctx.GetMetricsRegistry()
 	calls := registerCollector(reg, installationCalls)
 	renewals := registerCollector(reg, installationTokenRenewals)
+	issued, failed := renewals.WithLabelValues("issued"), renewals.WithLabelValues("failed")
+	registerCollector(reg, installationsHeld)
 	logger := a.logger.Named("installations")
 	client := &oauth.Client{AuthURL: service, ClientID: a.clientID, ClientSecret: secret,
 		HTTP: &http.Client{Timeout: appTokenTimeout}}
@@ -177,11 +179,11 @@ func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descr
 		Grant:  installations.ServiceGrant(client, nil),
 		Renewed: func(org string, err error) {
 			if err != nil {
-				renewals.WithLabelValues("failed").Inc()
+				failed.Inc()
 				logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
 				return
 			}
-			renewals.WithLabelValues("issued").Inc()
+			issued.Inc()
 		},
 	})
 	if err != nil {
@@ -237,6 +239,12 @@ func (p installationStoreRelease) Cleanup() error {
 	_, err := installationStores.Delete(string(p))
 	return err
 }
+
+// cleanupFunc is a function as a caddy.CleanerUpper.
+type cleanupFunc func()
+
+// Cleanup implements caddy.CleanerUpper.
+func (f cleanupFunc) Cleanup() error { f(); return nil }
 
 // forgetOrganization forgets the cached subscription answers of an
 // organization, by id and by domain, in this process and, with the

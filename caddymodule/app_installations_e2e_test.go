@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -166,6 +168,7 @@ func TestServiceAppInstallationsE2E(t *testing.T) {
 	if status, _ := deliverFor(t, "globex.example", globex, nil); status != http.StatusOK || issuedFor(t, app.last().token) != "globex.example" {
 		t.Fatalf("delivery of globex: %d", status)
 	}
+	globexToken := app.last().token
 
 	// A request with a verified user token of an installed organization
 	// gets its app token too.
@@ -215,6 +218,50 @@ func TestServiceAppInstallationsE2E(t *testing.T) {
 		t.Fatalf("delivery after uninstall: %d %s", status, body)
 	}
 
+	// The admin API: a listing without secrets, a token for the app's own
+	// work, a removal.
+	admin := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", e2eAdminPort, path), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, list := admin("GET", "/service/installations", "")
+	if status != 200 || !strings.Contains(list, `"domain":"globex.example"`) || strings.Contains(list, "acme.example") ||
+		strings.Contains(list, globex) || strings.Contains(list, globexToken) {
+		t.Fatalf("listing: %d %s", status, list)
+	}
+	status, tokBody := admin("POST", "/service/installations/token", `{"organization":"globex.example"}`)
+	var tok struct {
+		AccessToken string    `json:"access_token"`
+		ExpiresAt   time.Time `json:"expires_at"`
+	}
+	if status != 200 || json.Unmarshal([]byte(tokBody), &tok) != nil || issuedFor(t, tok.AccessToken) != "globex.example" || tok.ExpiresAt.Before(time.Now()) {
+		t.Fatalf("token: %d %s", status, tokBody)
+	}
+	if status, body := admin("POST", "/service/installations/token", `{"organization":"acme.example"}`); status != http.StatusNotFound {
+		t.Fatalf("token of an uninstalled organization: %d %s", status, body)
+	}
+	_, metrics := admin("GET", "/metrics", "")
+	for _, want := range []string{"servicegate_installations_held 1", `servicegate_installations_calls_total{outcome="stored"} 2`,
+		`servicegate_installations_calls_total{outcome="refused"} 1`, `servicegate_installations_token_renewals_total{result="issued"} 0`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("no %s on /metrics", want)
+		}
+	}
+	if status, body := admin("DELETE", "/service/installations?organization=2", ""); status != 200 {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	if status, _ := deliverFor(t, "globex.example", globex, nil); status != http.StatusForbidden {
+		t.Fatalf("delivery after the admin removed the installation: %d", status)
+	}
+
 	// No secret or token in clear in the store file.
 	files, _ := filepath.Glob(filepath.Join(caddy.AppDataDir(), "servicegate", "installations", "*.db"))
 	if len(files) == 0 {
@@ -225,7 +272,7 @@ func TestServiceAppInstallationsE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, clear := range []string{globex, app.last().token, "made-up-secret", testInstallationsKey} {
+		for _, clear := range []string{globex, globexToken, acme, "made-up-secret", testInstallationsKey} {
 			if clear != "" && bytes.Contains(raw, []byte(clear)) {
 				t.Errorf("%s holds a secret or token in clear", f)
 			}
