@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/servicegate/servicegate/emulator"
@@ -322,6 +323,46 @@ func TestServiceAppInstallationsSurviveSIGKILL(t *testing.T) {
 	for _, p := range []*caddyProcess{first, second} {
 		if strings.Contains(p.logText(), acme) {
 			t.Error("the app secret is in Caddy's log")
+		}
+	}
+}
+
+// TestServiceAppInstallationsLogsHoldNoSecrets: with the documented log
+// filter, Caddy's default log at DEBUG (where reverse_proxy writes the
+// headers it sends) holds neither the app secret nor the app token.
+func TestServiceAppInstallationsLogsHoldNoSecrets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped in -short mode")
+	}
+	svc, service := newInstallationsService(t)
+	app := newLifecycleUpstream(t)
+	logFile := filepath.Join(t.TempDir(), "caddy.log")
+	global := strings.TrimSuffix(e2eGlobal(), "}\n") + "\tlog {\n\t\toutput file " + logFile + "\n\t\tlevel DEBUG\n\t\timport redact_service_secrets\n\t}\n}\n"
+	site := strings.ReplaceAll(installationsSite(t, service, app.URL), "{port}", strconv.Itoa(e2eHTTPPort))
+	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
+	tester.InitServer(logFilterSnippet(t)+global+site, "caddyfile")
+
+	if call, err := svc.InstallApp(context.Background(), nil, e2eURL("/installed"), "acme.example", service); err != nil || !call.OK() {
+		t.Fatalf("install: %+v %v", call, err)
+	}
+	acme, _ := svc.AppSecret("acme.example")
+	if status, body := deliverFor(t, "acme.example", acme, nil); status != http.StatusOK {
+		t.Fatalf("delivery: %d %s", status, body)
+	}
+	token := app.last().token
+	if token == "" {
+		t.Fatal("the app got no token")
+	}
+	logs, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(logs, []byte(appDefaultTokenHeader)) {
+		t.Fatal("the DEBUG log does not show the headers sent upstream: the test proves nothing")
+	}
+	for name, secret := range map[string]string{"app secret": acme, "app token": token} {
+		if bytes.Contains(logs, []byte(secret)) {
+			t.Errorf("the log holds the %s", name)
 		}
 	}
 }
