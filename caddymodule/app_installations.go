@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -156,7 +157,32 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
+	if h := a.inst.header; h != "" {
+		for i := range routes {
+			if wh := routes[i].Webhook; wh != nil {
+				wh.appToken = queuedAppToken(path, h)
+			}
+		}
+	}
 	return nil
+}
+
+// queuedAppToken sets the app token of a queued delivery's organization
+// when the delivery is sent, from the book of the latest config that keeps
+// its installations in file: the queue outlives config reloads.
+func queuedAppToken(file, header string) func(ctx context.Context, org string, h http.Header) {
+	return func(ctx context.Context, org string, h http.Header) {
+		delete(h, header)
+		installationBooks.Lock()
+		b := installationBooks.byFile[file]
+		installationBooks.Unlock()
+		if b == nil || org == "" {
+			return
+		}
+		if tok, _, err := b.Token(ctx, org); err == nil {
+			h[header] = []string{tok}
+		}
+	}
 }
 
 // openInstallations builds the book and the lifecycle handler over an open

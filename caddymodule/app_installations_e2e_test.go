@@ -366,3 +366,25 @@ func TestServiceAppInstallationsLogsHoldNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceAppInstallationsQueuedDeliveryGetsToken: a delivery queued
+// for the app carries the organization's app token when it is sent, and
+// an inbound copy of the header is not kept.
+func TestServiceAppInstallationsQueuedDeliveryGetsToken(t *testing.T) {
+	svc, service := newInstallationsService(t)
+	app := newLifecycleUpstream(t)
+	site := strings.Replace(installationsSite(t, service, app.URL), "\t\tinstallations {", "\t\twebhook {\n\t\t\tqueue {\n\t\t\t\tto "+app.URL+
+		"\n\t\t\t\tdir "+t.TempDir()+"\n\t\t\t}\n\t\t}\n\t\tinstallations {", 1)
+	startCaddy(t, site)
+	if call, err := svc.InstallApp(context.Background(), nil, e2eURL("/installed"), "acme.example", service); err != nil || !call.OK() {
+		t.Fatalf("install: %+v %v", call, err)
+	}
+	acme, _ := svc.AppSecret("acme.example")
+	if status, body := deliverFor(t, "acme.example", acme, map[string]string{appDefaultTokenHeader: "forged"}); status/100 != 2 {
+		t.Fatalf("delivery: %d %s", status, body)
+	}
+	waitUntil(t, "the queued delivery reaches the app", func() bool { return app.last().path == "/webhooks" })
+	if tok := app.last().token; tok == "forged" || issuedFor(t, tok) != "acme.example" {
+		t.Fatalf("the queued delivery carried %q", tok)
+	}
+}

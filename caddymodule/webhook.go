@@ -111,6 +111,9 @@ type ServiceWebhook struct {
 	// installations, set by service_app, holds the secrets of the
 	// organizations that installed the app.
 	installations webhook.Installations
+	// appToken, set by service_app, gives a queued delivery of an
+	// installed organization its app token when it is sent.
+	appToken func(ctx context.Context, organization string, h http.Header)
 }
 
 // CaddyModule returns the Caddy module information.
