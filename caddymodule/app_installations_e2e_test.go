@@ -388,3 +388,39 @@ func TestServiceAppInstallationsQueuedDeliveryGetsToken(t *testing.T) {
 		t.Fatalf("the queued delivery carried %q", tok)
 	}
 }
+
+// TestServiceAppLifecycleCommands drives an installation with caddy
+// service-app install, deliver, paid and uninstall through the emulator.
+func TestServiceAppLifecycleCommands(t *testing.T) {
+	_, service := newInstallationsService(t)
+	app := newLifecycleUpstream(t)
+	site := installationsSite(t, service, app.URL)
+	startCaddy(t, site)
+	desc := strings.Fields(site[strings.Index(site, "descriptor "):])[1]
+	run := func(cmd, event string, wantOK bool) string {
+		t.Helper()
+		var out bytes.Buffer
+		fl := parsedFlags(t, serviceAppLifecycleFlags(cmd), "--app", e2eBase(), "--emulator", service, "--descriptor", desc)
+		code, err := runServiceAppLifecycle(fl, event, &out)
+		if (err == nil) != wantOK || (code == caddy.ExitCodeSuccess) != wantOK {
+			t.Fatalf("caddy service-app %s: %d %v\n%s", cmd, code, err, out.String())
+		}
+		return out.String()
+	}
+	run("deliver", "delivery", false) // the emulator has no installation secret to sign with
+	if out := run("install", emulator.EventInstalled, true); !strings.Contains(out, "200") {
+		t.Fatalf("install: %s", out)
+	}
+	if out := run("deliver", "delivery", true); !strings.Contains(out, "/webhooks  200") || issuedFor(t, app.last().token) != "acme.example" {
+		t.Fatalf("deliver: %s", out)
+	}
+	run("paid", emulator.EventSubscriptionPaid, true)
+	if seen := app.last(); seen.path != "/subscription-paid" {
+		t.Fatalf("paid reached %+v", seen)
+	}
+	run("uninstall", emulator.EventUninstall, true)
+	if seen := app.last(); seen.path != "/uninstall" {
+		t.Fatalf("uninstall reached %+v", seen)
+	}
+	run("deliver", "delivery", false)
+}

@@ -12,6 +12,8 @@
 //	                        grants: a JSON or form body; the client in the body
 //	                        or in HTTP Basic
 //	GET  /api/v2/applications/{id}/subscription
+//	POST /emulator/lifecycle  for a developer's tools: install, uninstall,
+//	                        subscription_paid, or a signed delivery (LifecycleRequest)
 //
 // Access tokens are HS256 JWTs signed with the client secret (see
 // MintToken), so a gateway that verifies with the same secret accepts them.

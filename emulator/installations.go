@@ -75,7 +75,7 @@ func (s *Server) UninstallApp(ctx context.Context, client *http.Client, url, dom
 	s.revokeFamily("app:" + domain)
 	s.mu.Unlock()
 	if in == nil {
-		return Call{}, fmt.Errorf("emulator: the app is not installed for %q", domain)
+		return Call{}, errNotInstalled(domain)
 	}
 	return lifecycleCall(ctx, client, EventUninstall, url, s.lifecycleBody(in, baseURL)), nil
 }
@@ -161,6 +161,12 @@ func (s *Server) appGrant(req tokenRequest) (tokenResponse, *oauthError) {
 	}
 	return s.issue(found.user, found.org, "app:"+found.org.Domain, now)
 }
+
+func errNotInstalled(domain string) error {
+	return fmt.Errorf("emulator: the app is not installed for %q", domain)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // sameSecret compares two secrets in constant time, whatever their lengths.
 func sameSecret(a, b string) bool {

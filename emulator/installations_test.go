@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -125,5 +126,27 @@ func TestInstallAppNotAcknowledgedIsUndone(t *testing.T) {
 	}
 	if _, err := s.InstallApp(context.Background(), nil, srv.URL, "nobody.example", ""); err == nil {
 		t.Error("installed for an unknown organization")
+	}
+}
+
+func TestLifecycleEndpointRefusals(t *testing.T) {
+	s, _ := newTestServer(t)
+	post := func(body string) int {
+		r := httptest.NewRequest(http.MethodPost, LifecyclePath, strings.NewReader(body))
+		return do(s, r).Code
+	}
+	if code := do(s, httptest.NewRequest(http.MethodGet, LifecyclePath, nil)).Code; code != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %d", code)
+	}
+	for body, want := range map[string]int{
+		`{`: http.StatusBadRequest,
+		`{"event":"installed","organization":"acme.example","url":"file:///etc/passwd"}`:      http.StatusBadRequest,
+		`{"event":"deleted","organization":"acme.example","url":"http://127.0.0.1:1/x"}`:      http.StatusBadRequest,
+		`{"event":"installed","organization":"nobody.example","url":"http://127.0.0.1:1/x"}`:  http.StatusNotFound,
+		`{"event":"delivery","organization":"acme.example","url":"http://127.0.0.1:1/hooks"}`: http.StatusNotFound,
+	} {
+		if code := post(body); code != want {
+			t.Errorf("%s: %d, want %d", body, code, want)
+		}
 	}
 }

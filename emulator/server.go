@@ -205,6 +205,8 @@ func (s *Server) Handle(w http.ResponseWriter, r *http.Request) bool {
 		s.serveAuthorize(w, r)
 	case p == tokenPath:
 		s.serveToken(w, r)
+	case p == LifecyclePath:
+		s.serveLifecycle(w, r)
 	case strings.HasPrefix(p, applicationsPrefix) && strings.HasSuffix(p, subscriptionSuffix) &&
 		len(p) > len(applicationsPrefix)+len(subscriptionSuffix):
 		app := p[len(applicationsPrefix) : len(p)-len(subscriptionSuffix)]
