@@ -35,6 +35,11 @@ type BookConfig struct {
 	RenewBefore time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Lock, when set, is taken around a token renewal of an
+	// organization, so that of several instances sharing the store one
+	// asks the service and the others read the token it stored. It
+	// returns what releases it.
+	Lock func(ctx context.Context, organization string) (unlock func(), err error)
 	// Renewed, when set, is told of every token request Token makes,
 	// with its error, for metrics. err never holds a secret or a token.
 	Renewed func(organization string, err error)
@@ -326,6 +331,15 @@ func (b *Book) renew(ctx context.Context, e *entry) (*tokenState, error) {
 	}
 	if b.cfg.Grant == nil {
 		return nil, errors.New("installations: no way to ask the service for app tokens")
+	}
+	if b.cfg.Lock != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantTimeout)
+		unlock, err := b.cfg.Lock(lctx, e.id)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("app token of organization %s: waiting for another instance's renewal: %w", e.id, err)
+		}
+		defer unlock()
 	}
 	in, err := b.Get(e.id)
 	if err != nil {
