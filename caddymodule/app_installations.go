@@ -44,8 +44,11 @@ type AppInstallations struct {
 	Key string `json:"key,omitempty"`
 
 	// Store is where installations are kept: "disk", a file in Caddy's
-	// data directory that survives restarts. Default disk. ("redis" is
-	// refused: installations are not shared between instances yet.)
+	// data directory that survives restarts, or "redis", shared by every
+	// instance through the servicegate app's Redis (a local copy answers
+	// the hot paths; a change made on one instance drops it on every
+	// instance). Default: redis with the servicegate option's redis,
+	// else disk.
 	Store string `json:"store,omitempty"`
 
 	// Forward tells the app of each lifecycle call (the next handler),
@@ -118,10 +121,13 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 	if err := ic.validate(); err != nil {
 		return err
 	}
-	if sg, err := servicegateApp(ctx); err != nil {
+	sg, err := servicegateApp(ctx)
+	if err != nil {
 		return err
-	} else if ic.Store == "" && sg != nil && sg.Client() != nil {
-		return errors.New("service_app: installations: the servicegate option shares state in Redis, but installations are kept on disk only for now: write `store disk` to keep them in this instance's data directory")
+	}
+	shared := sg != nil && sg.Client() != nil
+	if ic.Store == "redis" && !shared {
+		return errors.New("service_app: installations: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
 	}
 	repl := caddy.NewReplacer()
 	key := repl.ReplaceKnown(ic.Key, "")
@@ -138,6 +144,22 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
 	}
 
+	if ic.Store == "redis" || (ic.Store == "" && shared) {
+		// Shared by every instance: each drops its local copy of an
+		// organization when another announces a change.
+		store := sg.Client().Installations(a.clientID)
+		lock := func(ctx context.Context, org string) (func(), error) { return store.Lock(ctx, org, 2*appTokenTimeout) }
+		if err := a.openInstallations(ctx, desc, routes, store, lock, sealer, service, secret); err != nil {
+			return fmt.Errorf("service_app: installations: %w", err)
+		}
+		book := a.inst.book
+		where := "redis://" + sg.Client().Addr() + "/" + a.clientID
+		a.cleanups = append(a.cleanups, cleanupFunc(store.OnChange(func(org string) { _ = book.Refresh(org) })),
+			cleanupFunc(keepBook(where, book)))
+		a.queuedAppTokens(routes, where)
+		return nil
+	}
+
 	// One file per app (client id) in Caddy's data directory.
 	sum := sha256.Sum256([]byte(a.clientID))
 	path := filepath.Join(caddy.AppDataDir(), "servicegate", "installations", hex.EncodeToString(sum[:8])+".db")
@@ -152,19 +174,25 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	release := installationStoreRelease(path)
-	if err := a.openInstallations(ctx, desc, routes, v.(pooledInstallationStore).BoltStore, sealer, service, secret); err != nil {
+	if err := a.openInstallations(ctx, desc, routes, v.(pooledInstallationStore).BoltStore, nil, sealer, service, secret); err != nil {
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
+	a.queuedAppTokens(routes, path)
+	return nil
+}
+
+// queuedAppTokens makes the webhook routes' queues give app tokens at send
+// time, from the book kept under where.
+func (a *ServiceApp) queuedAppTokens(routes []AppRoute, where string) {
 	if h := a.inst.header; h != "" {
 		for i := range routes {
 			if wh := routes[i].Webhook; wh != nil {
-				wh.appToken = queuedAppToken(path, h)
+				wh.appToken = queuedAppToken(where, h)
 			}
 		}
 	}
-	return nil
 }
 
 // queuedAppToken sets the app token of a queued delivery's organization
@@ -188,7 +216,7 @@ func queuedAppToken(file, header string) func(ctx context.Context, org string, h
 // openInstallations builds the book and the lifecycle handler over an open
 // store, and wires them into the routes.
 func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute,
-	store installations.Store, sealer *installations.Sealer, service, secret string) error {
+	store installations.Store, lock func(context.Context, string) (func(), error), sealer *installations.Sealer, service, secret string) error {
 	ic := a.Installations
 
 	reg := ctx.GetMetricsRegistry()
@@ -202,6 +230,7 @@ func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descr
 	book, err := installations.NewBook(installations.BookConfig{
 		Store:  store,
 		Sealer: sealer,
+		Lock:   lock,
 		Grant:  installations.ServiceGrant(client, nil),
 		Renewed: func(org string, err error) {
 			if err != nil {
@@ -296,8 +325,6 @@ func (ic *AppInstallations) validate() error {
 		return errors.New("service_app: installations: key is required: at least 32 bytes that seal what is stored, such as {env.SERVICEGATE_INSTALLATIONS_KEY}")
 	case ic.Store != "" && ic.Store != "disk" && ic.Store != "redis":
 		return fmt.Errorf("service_app: installations: store %q is neither disk nor redis", ic.Store)
-	case ic.Store == "redis":
-		return errors.New("service_app: installations: store redis is not available yet; use store disk")
 	case ic.Forward != "" && ic.Forward != "on" && ic.Forward != "off":
 		return fmt.Errorf("service_app: installations: forward takes on or off, not %q", ic.Forward)
 	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !validHeaderName(ic.TokenHeader):
