@@ -424,3 +424,53 @@ func TestServiceAppLifecycleCommands(t *testing.T) {
 	}
 	run("deliver", "delivery", false)
 }
+
+// TestServiceAppSubscriptionPaidForgetsTheAnswer: after subscription_paid
+// the next request of the organization asks the service again, and a
+// flood of made-up or repeated calls costs at most one query.
+func TestServiceAppSubscriptionPaidForgetsTheAnswer(t *testing.T) {
+	svc, service := newInstallationsService(t)
+	app := newLifecycleUpstream(t)
+	site := strings.Replace(installationsSite(t, service, app.URL), "\t\tinstallations {", "\t\tsubscription\n\t\tinstallations {", 1)
+	startCaddy(t, site)
+	ctx := context.Background()
+	if call, err := svc.InstallApp(ctx, nil, e2eURL("/installed"), "acme.example", service); err != nil || !call.OK() {
+		t.Fatalf("install: %+v %v", call, err)
+	}
+	user, _ := emulator.MintToken("demo-client-secret", emulator.Token{Issuer: "service-emulator", Audience: "demo-client",
+		UserID: 7, OrganizationID: 1, Domain: "acme.example", Lifetime: time.Hour})
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func() {
+		t.Helper()
+		if resp, body := request(t, client, "GET", "/api/projects", map[string]string{"Authorization": "Bearer " + user}, nil); resp.StatusCode != 200 {
+			t.Fatalf("paid organization: %d %s", resp.StatusCode, body)
+		}
+	}
+	get()
+	get()
+	if n := svc.Queries("acme.example"); n != 1 {
+		t.Fatalf("%d subscription queries before the payment, want 1 (cached)", n)
+	}
+	for range 5 {
+		if call, err := svc.SubscriptionPaid(ctx, nil, e2eURL("/subscription-paid"), "acme.example"); err != nil || !call.OK() {
+			t.Fatalf("paid: %+v %v", call, err)
+		}
+	}
+	if seen := app.last(); seen.path != "/subscription-paid" {
+		t.Fatalf("the app was told %+v", seen)
+	}
+	get()
+	get()
+	if n := svc.Queries("acme.example"); n != 2 {
+		t.Fatalf("%d subscription queries after five payments, want 2: one more, then cached again", n)
+	}
+	// A made-up organization purges nothing.
+	made := `{"appId":"demo-app","organizationId":999,"domain":"acme.example"}`
+	if resp, _ := request(t, client, "POST", "/subscription-paid", nil, []byte(made)); resp.StatusCode != 200 {
+		t.Fatalf("made-up paid: %d", resp.StatusCode)
+	}
+	get()
+	if n := svc.Queries("acme.example"); n != 2 {
+		t.Fatalf("a made-up subscription_paid made the gateway ask again: %d queries", n)
+	}
+}
