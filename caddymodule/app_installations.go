@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -357,14 +358,24 @@ func (a *ServiceApp) stripAppToken(r *http.Request) {
 	}
 }
 
-// withAppToken is next, giving the app the organization's app token when
-// the request's verified token names an installed organization.
-func (a *ServiceApp) withAppToken(next caddyhttp.Handler) caddyhttp.Handler {
+// serveGuardedWithToken runs the "*" route with a next handler that gives
+// the app the organization's app token when the request's verified token
+// names an installed organization.
+func (a *ServiceApp) serveGuardedWithToken(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if a.inst == nil || a.inst.header == "" {
-		return next
+		return a.serveGuarded(w, r, next)
 	}
-	return appTokenNext{inst: a.inst, next: next}
+	t := appTokenNexts.Get().(*appTokenNext)
+	*t = appTokenNext{inst: a.inst, next: next}
+	err := a.serveGuarded(w, r, t)
+	*t = appTokenNext{}
+	appTokenNexts.Put(t)
+	return err
 }
+
+// appTokenNexts pools the next handlers that set the app token, so the hot
+// path allocates none.
+var appTokenNexts = sync.Pool{New: func() any { return new(appTokenNext) }}
 
 // appTokenNext sets the app token header, then calls next. delivery: the
 // organization is the one a verified webhook delivery names (its
@@ -376,7 +387,7 @@ type appTokenNext struct {
 	delivery bool
 }
 
-func (t appTokenNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+func (t *appTokenNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	var org string
 	if t.delivery {
 		org = cmp.Or(r.Header.Get(webhook.HeaderDomain), r.Header.Get(webhook.HeaderOrgID))
@@ -403,7 +414,12 @@ type appDeliveryRoute struct {
 }
 
 func (d appDeliveryRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return d.h.ServeHTTP(w, r, appTokenNext{inst: d.inst, next: next, delivery: true})
+	t := appTokenNexts.Get().(*appTokenNext)
+	*t = appTokenNext{inst: d.inst, next: next, delivery: true}
+	err := d.h.ServeHTTP(w, r, t)
+	*t = appTokenNext{}
+	appTokenNexts.Put(t)
+	return err
 }
 
 // wrapDeliveryRoutes makes the webhook routes give app tokens; it runs

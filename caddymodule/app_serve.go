@@ -27,7 +27,7 @@ func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if a.public != nil && a.public.Match(r) {
 		return next.ServeHTTP(w, r)
 	}
-	return a.serveGuarded(w, r, a.withAppToken(next))
+	return a.serveGuardedWithToken(w, r, next)
 }
 
 // serveGuarded runs the "*" route: sign-in (for a request without a
