@@ -49,6 +49,27 @@ func (s *Installations) Put(organization string, sealed []byte) error {
 	return s.c.Publish(ctx, s.channel, organization)
 }
 
+// replaceScript sets a field of the hash only when it exists.
+var replaceScript = redis.NewScript(`if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then redis.call("HSET", KEYS[1], ARGV[1], ARGV[2]) return 1 end return 0`)
+
+// Replace implements installations.Replacer: the record is stored only
+// while the organization has one, and the change announced.
+func (s *Installations) Replace(organization string, sealed []byte) (bool, error) {
+	ctx := context.Background()
+	var kept int64
+	if err := s.c.Call(ctx, OpSet, func(ctx context.Context) error {
+		var err error
+		kept, err = replaceScript.Run(ctx, s.c.rdb, []string{s.key}, organization, sealed).Int64()
+		return err
+	}); err != nil {
+		return false, err
+	}
+	if kept == 0 {
+		return false, nil
+	}
+	return true, s.c.Publish(ctx, s.channel, organization)
+}
+
 // Get implements installations.Store.
 func (s *Installations) Get(organization string) ([]byte, error) {
 	var out []byte
@@ -124,5 +145,8 @@ func (s *Installations) Lock(ctx context.Context, organization string, ttl time.
 	}
 }
 
-// Interface guard.
-var _ installations.Store = (*Installations)(nil)
+// Interface guards.
+var (
+	_ installations.Store    = (*Installations)(nil)
+	_ installations.Replacer = (*Installations)(nil)
+)

@@ -117,3 +117,43 @@ func TestInstallationsSharedByInstances(t *testing.T) {
 		return !ok
 	})
 }
+
+// TestInstallationsRenewalDoesNotBringBackRemoved: a token renewed on one
+// instance while another removes the installation does not store it again.
+func TestInstallationsRenewalDoesNotBringBackRemoved(t *testing.T) {
+	srv := redistest.Start(t)
+	now := func() time.Time { return time.Now() }
+	started := make(chan struct{})
+	release := make(chan struct{})
+	grant := func(ctx context.Context, in *installations.Installation) (installations.Token, error) {
+		close(started)
+		<-release
+		return installations.Token{AccessToken: "renewed", IssuedAt: now(), Expires: now().Add(2 * time.Hour)}, nil
+	}
+	one, two := installationsInstance(t, srv, grant, now), installationsInstance(t, srv, grant, now)
+	// No token yet: the first Token asks the service.
+	if err := one.Install(&installations.Installation{OrganizationID: "42", Domain: "acme.example", AppID: "demo-app", AppSecret: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the announcement of the installation heard and done with
+	done := make(chan error)
+	go func() {
+		_, _, err := one.Token(context.Background(), "42")
+		done <- err
+	}()
+	<-started
+	// Removed by another instance while the first waits on the service,
+	// the announcement not yet heard (HDEL alone, as if it were late).
+	c := newClient(t, srv, Options{})
+	if _, err := srv.Do("HDEL", c.Installations("demo-client").key, "42"); err != nil {
+		t.Fatal(err)
+	}
+	_ = two
+	close(release)
+	if err := <-done; err == nil {
+		t.Error("a token was given for a removed installation")
+	}
+	if _, err := c.Installations("demo-client").Get("42"); err != installations.ErrNotFound {
+		t.Fatalf("the renewal stored the removed installation again: %v", err)
+	}
+}

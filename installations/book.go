@@ -369,13 +369,29 @@ func (b *Book) renew(ctx context.Context, e *entry) (*tokenState, error) {
 	}
 	b.writes.Lock()
 	defer b.writes.Unlock()
-	if b.lookup(e.id) != e {
+	// The entry may have been read again from the store meanwhile (a
+	// change announced by an instance, this one included): the same
+	// installation still counts, another or none does not.
+	cur := b.lookup(e.id)
+	if cur == nil || cur.secret != in.AppSecret {
 		return nil, fmt.Errorf("app token of %s: the installation was removed or replaced meanwhile", in)
 	}
-	if err := b.cfg.Store.Put(in.OrganizationID, sealed); err != nil {
+	if r, ok := b.cfg.Store.(Replacer); ok {
+		// Another instance may have removed it: only an existing record
+		// is replaced.
+		kept, err := r.Replace(in.OrganizationID, sealed)
+		if err != nil {
+			return nil, fmt.Errorf("storing the app token of %s: %w", in, err)
+		}
+		if !kept {
+			b.Forget(in.OrganizationID)
+			return nil, fmt.Errorf("app token of %s: the installation was removed meanwhile", in)
+		}
+	} else if err := b.cfg.Store.Put(in.OrganizationID, sealed); err != nil {
 		return nil, fmt.Errorf("storing the app token of %s: %w", in, err)
 	}
 	t := b.tokenState(tok)
 	e.token.Store(t)
+	cur.token.Store(t)
 	return t, nil
 }

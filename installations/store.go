@@ -28,6 +28,15 @@ type Store interface {
 	Close() error
 }
 
+// Replacer is a Store shared by several processes that can replace a
+// record only while it exists: a token renewed on one instance must not
+// bring back an installation another instance removed meanwhile.
+type Replacer interface {
+	// Replace stores a sealed record when the organization has one, and
+	// reports whether it had.
+	Replace(organization string, sealed []byte) (bool, error)
+}
+
 // ErrNotFound is an organization with no installation.
 var ErrNotFound = errors.New("no installation for this organization")
 
