@@ -143,6 +143,10 @@ type ServiceApp struct {
 	// with the reason when it cannot, and the state of each part.
 	// Default "/servicegate/health"; "off" answers none.
 	Health string `json:"health,omitempty"`
+	// Installations, when set, keeps each organization's installation
+	// of the app: see AppInstallations. Required when the descriptor
+	// declares lifecycle events.
+	Installations *AppInstallations `json:"installations,omitempty"`
 
 	// Routes is what the descriptor and the settings above expand to, one
 	// route per path: the Caddyfile adapter writes it when it can read the
@@ -176,6 +180,7 @@ type ServiceApp struct {
 	logger     *zap.Logger
 	descriptor []byte // the filled descriptor when BaseURL is set
 	site       *siteOrigin
+	inst       *appInstallations
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
@@ -358,6 +363,9 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 	}
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
 	a.modules = make(map[string]appModule)
+	if err := a.provisionInstallations(ctx, desc, routes); err != nil {
+		return err
+	}
 	for i := range routes {
 		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
 			// Caddy cleans up only modules that provisioned: let go of
@@ -367,6 +375,7 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 		}
 	}
 	a.Routes = routes
+	a.wrapDeliveryRoutes()
 	if a.public != nil {
 		if err := a.public.Provision(ctx); err != nil {
 			return fmt.Errorf("service_app: public: %w", err)

@@ -117,6 +117,7 @@ const appAdaptTimeout = 5 * time.Second
 //		webhook [<key>] { … }           # service_webhook's settings, for one module or all
 //		limits [<key>] { … }            # service_limits' settings, for one file module or all
 //		health <path>|off               # the health check; default /servicegate/health
+//		installations { … }             # keep each organization's installation (see parseInstallations)
 //	}
 //
 // When the descriptor can be read while adapting, its defects are reported
@@ -167,6 +168,8 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "public":
 			err = appArgs(d, &a.Public)
+		case "installations":
+			err = a.parseInstallations(d)
 		case "subscription", "sign_in", "auth":
 			if seen[sub] {
 				return d.Errf("%s given twice", sub)

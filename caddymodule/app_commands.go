@@ -23,7 +23,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "service-app",
-		Usage: "check <descriptor> | send --descriptor <descriptor> --app <url> [options]",
+		Usage: "check <descriptor> | send --descriptor <descriptor> --app <url> [options] | install|uninstall|paid|deliver --app <url> [--org <domain>]",
 		Short: "Checks an app descriptor, and calls an app's modules the way the service does",
 		Long: `
 check <descriptor>
@@ -43,6 +43,13 @@ send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs]
   job with the parsed strings, and a file-pre-export job to each file
   module. Prints one line per call, then how many were answered 2xx, as
   plain text on stdout; the exit code is non-zero when a call was not.
+
+install|uninstall|paid|deliver --app <url> [--org <domain>] [--emulator <url>]
+  Asks the emulated service (a site with service_emulator) to install the
+  app for an organization (a fresh app secret, the installed call to the
+  descriptor's events.installed path at --app), to uninstall it, to send
+  subscription_paid, or to send the descriptor's webhook events signed
+  with the organization's installation secret.
 
 This is a development tool.
 `,
@@ -64,6 +71,7 @@ This is a development tool.
 			send.Flags().AddFlagSet(serviceAppSendFlags())
 			send.RunE = plainCommand(runServiceAppSend)
 			cmd.AddCommand(check, send)
+			cmd.AddCommand(installationCommands()...)
 		},
 	})
 }

@@ -30,12 +30,15 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 		if len(wh.Secrets) == 0 && wh.SecretsFile == "" {
 			wh.Secrets, wh.SecretsFile = slices.Clone(a.AppSecrets), a.SecretsFile
 		}
-		if len(wh.Secrets) == 0 && wh.SecretsFile == "" {
-			defects = append(defects, fmt.Sprintf("webhook module %q needs app_secret or secrets_file", hook.Key))
+		if len(wh.Secrets) == 0 && wh.SecretsFile == "" && a.Installations == nil {
+			defects = append(defects, fmt.Sprintf("webhook module %q needs app_secret, secrets_file or installations", hook.Key))
 		}
 		wh.ModuleKeys = []string{hook.Key}
 		wh.Events = slices.Clone(hook.Events)
 		routes = append(routes, AppRoute{Path: hook.Path(), Module: descriptor.KindWebhook, Key: hook.Key, Webhook: wh})
+	}
+	if a.Installations == nil && desc.Events.Any() {
+		defects = append(defects, eventsWithoutInstallations(desc))
 	}
 	var spill *ServiceLimits
 	fileRoute := func(kind string, m descriptor.Module) error {

@@ -65,6 +65,7 @@ const appNoUpstreamMessage = "The app is not connected to this gateway: its site
 // handler.
 func (a *ServiceApp) route(w http.ResponseWriter, r *http.Request, end *appChain) error {
 	path := r.URL.Path
+	a.stripAppToken(r)
 	if h, ok := a.exact[path]; ok {
 		return h.ServeHTTP(w, r, end)
 	}
@@ -87,7 +88,7 @@ func (a *ServiceApp) route(w http.ResponseWriter, r *http.Request, end *appChain
 	if a.public != nil && a.public.Match(r) {
 		return end.ServeHTTP(w, r)
 	}
-	return a.serveGuarded(w, r, end)
+	return a.serveGuardedWithToken(w, r, end)
 }
 
 // serveGuarded runs the "*" route: sign-in (for a request without a

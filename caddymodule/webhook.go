@@ -114,6 +114,12 @@ type ServiceWebhook struct {
 	// origin is the site's public origin, the Host of queued deliveries:
 	// service_app sets it to its own, else it is the site's.
 	origin func(*http.Request) (string, error)
+	// installations, set by service_app, holds the secrets of the
+	// organizations that installed the app.
+	installations webhook.Installations
+	// appToken, set by service_app, gives a queued delivery of an
+	// installed organization its app token when it is sent.
+	appToken func(ctx context.Context, organization string, h http.Header)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -153,6 +159,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 		m.check.AppWide = v
 	}
 	m.check.ModuleKeys = m.ModuleKeys
+	m.check.Installations = m.installations
 	if len(m.Events) > 0 {
 		m.check.Events = webhook.NewEvents(m.Events...)
 	}
@@ -182,7 +189,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 
 // Validate checks that a delivery can pass at all.
 func (m *ServiceWebhook) Validate() error {
-	if len(m.Secrets) == 0 && m.SecretsFile == "" {
+	if len(m.Secrets) == 0 && m.SecretsFile == "" && m.installations == nil {
 		return errors.New("service_webhook: needs at least one secret or a secrets_file")
 	}
 	if m.MaxSize < 0 {

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -188,6 +189,9 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		OnError: func(err error) { logger.Error("webhook queue", zap.Error(err)) },
 	}
 	sender := &queue.HTTPSender{Timeout: time.Duration(qc.Timeout), Spans: &webhookAttemptSpans}
+	if appToken := m.appToken; appToken != nil {
+		sender.Prepare = func(ctx context.Context, qm queue.Meta, h http.Header) { appToken(ctx, qm.Organization, h) }
+	}
 	var open func() (caddy.Destructor, error)
 	if store == "redis" {
 		open = m.openSharedQueue(app, sender, opts)

@@ -22,7 +22,7 @@ type caddyProcess struct {
 	log *os.File
 }
 
-func startCaddyProcess(t *testing.T, caddyfile string) *caddyProcess {
+func startCaddyProcess(t *testing.T, caddyfile string, env ...string) *caddyProcess {
 	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "Caddyfile")
@@ -38,7 +38,9 @@ func startCaddyProcess(t *testing.T, caddyfile string) *caddyProcess {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, "run", "--config", conf, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), envRunCaddy+"=1", "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	// env, last, overrides the defaults (a data directory that outlives
+	// the process, say).
+	cmd.Env = append(append(os.Environ(), envRunCaddy+"=1", "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

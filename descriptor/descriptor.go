@@ -55,6 +55,9 @@ type Descriptor struct {
 	PreExports  []PreExport
 	Webhooks    []Webhook
 
+	// Events are the lifecycle calls' paths (see Events).
+	Events Events
+
 	// Ignored names the module kinds the descriptor declares that
 	// servicegate does not route specially; their urls get the default
 	// (token-checked) treatment.
@@ -193,6 +196,9 @@ func Parse(source string, data []byte) (*Descriptor, error) {
 		// An app's status or error answer in JSON is no descriptor: it
 		// must never be published or kept as the last good copy.
 		defects.add("it is not an app descriptor: it has neither an identifier nor modules")
+	}
+	if e, ok := raw["events"]; ok {
+		d.parseEvents(defects, e)
 	}
 	if len(defects.List) > 0 {
 		return nil, defects

@@ -8,9 +8,12 @@
 //
 //	GET  /oauth/authorize   consent page; decision=approve|decline answers at once
 //	POST /oauth/authorize   the consent page's form
-//	POST /oauth/token       authorization_code and refresh_token grants: a JSON
-//	                        or form body; the client in the body or in HTTP Basic
+//	POST /oauth/token       authorization_code, refresh_token and service_app
+//	                        grants: a JSON or form body; the client in the body
+//	                        or in HTTP Basic
 //	GET  /api/v2/applications/{id}/subscription
+//	POST /emulator/lifecycle  for a developer's tools: install, uninstall,
+//	                        subscription_paid, or a signed delivery (LifecycleRequest)
 //
 // Access tokens are HS256 JWTs signed with the client secret (see
 // MintToken), so a gateway that verifies with the same secret accepts them.
@@ -20,5 +23,7 @@
 // (SetOutage, SetDelay) for outage tests.
 //
 // SignDelivery and SendDelivery send webhook event deliveries the way the
-// service does.
+// service does. InstallApp, UninstallApp and SubscriptionPaid make the
+// lifecycle calls of an installation: each installation gets a fresh random
+// app secret, which the service_app grant answers until it is uninstalled.
 package emulator

@@ -95,6 +95,9 @@ type Server struct {
 	codes   map[string]*codeGrant
 	refresh map[string]*refreshGrant
 	queries map[string]int
+	// installs are the app's installations, by organization domain
+	// (see InstallApp); nil until the first one.
+	installs map[string]*appInstall
 }
 
 // New checks cfg, fills in its defaults and returns a Server for it.
@@ -202,6 +205,8 @@ func (s *Server) Handle(w http.ResponseWriter, r *http.Request) bool {
 		s.serveAuthorize(w, r)
 	case p == tokenPath:
 		s.serveToken(w, r)
+	case p == LifecyclePath:
+		s.serveLifecycle(w, r)
 	case strings.HasPrefix(p, applicationsPrefix) && strings.HasSuffix(p, subscriptionSuffix) &&
 		len(p) > len(applicationsPrefix)+len(subscriptionSuffix):
 		app := p[len(applicationsPrefix) : len(p)-len(subscriptionSuffix)]

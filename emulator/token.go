@@ -51,6 +51,11 @@ type tokenRequest struct {
 	RedirectURI  string `json:"redirect_uri"`
 	Code         string `json:"code"`
 	RefreshToken string `json:"refresh_token"`
+	// The service_app grant's installation (see appGrant).
+	AppID     string `json:"app_id"`
+	AppSecret string `json:"app_secret"`
+	Domain    string `json:"domain"`
+	UserID    string `json:"user_id"`
 
 	// basic: the client authenticated with HTTP Basic, so a failed
 	// authentication is answered with a Basic challenge.
@@ -221,9 +226,9 @@ func (s *Server) grant(req tokenRequest) (tokenResponse, *oauthError) {
 	if req.GrantType == "" {
 		return tokenResponse{}, invalidRequest("grant_type is missing")
 	}
-	if req.GrantType != "authorization_code" && req.GrantType != "refresh_token" {
+	if req.GrantType != "authorization_code" && req.GrantType != "refresh_token" && req.GrantType != appGrantType {
 		return tokenResponse{}, &oauthError{status: http.StatusBadRequest, code: "unsupported_grant_type",
-			description: "grant_type must be authorization_code or refresh_token"}
+			description: "grant_type must be authorization_code, refresh_token or service_app"}
 	}
 	if req.ClientID == "" || req.ClientSecret == "" {
 		return tokenResponse{}, invalidRequest("client_id and client_secret are required")
@@ -236,6 +241,9 @@ func (s *Server) grant(req tokenRequest) (tokenResponse, *oauthError) {
 	}
 	if req.GrantType == "authorization_code" {
 		return s.exchangeCode(req)
+	}
+	if req.GrantType == appGrantType {
+		return s.appGrant(req)
 	}
 	return s.refreshTokens(req)
 }

@@ -38,6 +38,9 @@ type HTTPSender struct {
 	// Spans, when set, makes each attempt a span under the trace of the
 	// request that queued the delivery (Meta.Traceparent).
 	Spans *spans.Later
+	// Prepare, when set, may change the headers of each attempt once the
+	// stored ones are copied: a credential fresh at send time, say.
+	Prepare func(ctx context.Context, m Meta, h http.Header)
 }
 
 // Send implements Sender: the delivery's method, URI, headers (with the
@@ -72,6 +75,9 @@ func (s *HTTPSender) Send(ctx context.Context, m Meta, h http.Header, body []byt
 	}
 	for _, name := range hopHeaders {
 		req.Header.Del(name)
+	}
+	if s.Prepare != nil {
+		s.Prepare(ctx, m, req.Header)
 	}
 	req.Header.Set(HeaderDeliveryID, m.ID)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(m.Attempts))

@@ -32,6 +32,11 @@ type Checker struct {
 	AppWide *signature.Verifier
 	// File holds per-organization secrets; nil when there is none.
 	File *SecretsFile
+	// Installations, when set, holds the secrets of the organizations
+	// that installed the app: an organization with one is checked
+	// against its secret only, before File and AppWide; a delivery no
+	// secret applies to is refused as not installed.
+	Installations Installations
 	// ModuleKeys, when set, are the X-Module-Key values allowed.
 	ModuleKeys []string
 	// Events, when set, is the allow-list of event names.
@@ -154,6 +159,9 @@ func (c *Checker) CheckHeaders(h http.Header) (Delivery, *Refusal) {
 	if d.verifier == nil {
 		// No secret applies to this organization: nothing the body holds
 		// could pass.
+		if c.Installations != nil {
+			return d, refuseNotInstalled
+		}
 		return d, refuseMismatch
 	}
 	return d, nil
@@ -176,6 +184,9 @@ func (c *Checker) chooseSecrets(d *Delivery, h http.Header) bool {
 	domains, ids := h[HeaderDomain], h[HeaderOrgID]
 	if len(domains) > 1 || len(ids) > 1 {
 		return false
+	}
+	if c.Installations != nil && c.chooseInstallation(d, h) {
+		return true
 	}
 	if c.File == nil {
 		d.verifier = c.AppWide

@@ -134,7 +134,7 @@ func TestManifestMatchesBinary(t *testing.T) {
 func TestDirectiveOrder(t *testing.T) {
 	m := readManifest(t)
 	blocks := map[string]string{
-		"service_app":          "service_app {\n\t\tdescriptor ../../examples/demoapp/manifest.json\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t}",
+		"service_app":          "service_app {\n\t\tdescriptor ../../examples/demoapp/manifest.json\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t\tinstallations {\n\t\t\tkey 0123456789abcdef0123456789abcdef\n\t\t}\n\t}",
 		"service_limits":       "service_limits",
 		"service_webhook":      "service_webhook {\n\t\tsecret s\n\t}",
 		"service_oauth":        "service_oauth {\n\t\tclient_id c\n\t\tclient_secret s\n\t\tauth_url http://localhost:8081\n\t\tscopes project\n\t}",

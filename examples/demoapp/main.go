@@ -13,7 +13,8 @@
 //	GET  /manifest.json       the app descriptor: its modules, for the service and service_app
 //	GET  /                    the app's page, for people signed in with a browser
 //	GET  /api/whoami          the trusted identity headers servicegate set
-//	POST /webhooks            an event delivery (already verified)
+//	POST /webhooks            an event delivery (already verified), with the organization's app token
+//	POST /installed, /uninstall, /subscription-paid  lifecycle events (proved by servicegate, without secrets)
 //	POST /file-format         the "key = value" custom file format (examples/formatapp)
 //	POST /pre-export          its file-pre-export step
 //	POST /file-format/buggy   the same format with a bug: every string is listed twice
@@ -76,6 +77,9 @@ func newHandler(gatewayHosts []string) http.Handler {
 	mux.HandleFunc("GET /{$}", page)
 	mux.HandleFunc("GET /api/whoami", whoami)
 	mux.HandleFunc("POST /webhooks", webhook)
+	mux.HandleFunc("POST /installed", lifecycle)
+	mux.HandleFunc("POST /uninstall", lifecycle)
+	mux.HandleFunc("POST /subscription-paid", lifecycle)
 	formats := formatapp.Handler()
 	mux.Handle("POST /file-format", formats)
 	mux.Handle("POST /pre-export", formats)
@@ -172,8 +176,23 @@ func webhook(w http.ResponseWriter, r *http.Request) {
 	for _, e := range delivery.Events {
 		names = append(names, e.Event)
 	}
-	log.Printf("webhook from %s: %s", r.Header.Get("X-Service-Domain"), strings.Join(names, ", "))
-	writeJSON(w, http.StatusOK, map[string]int{"received": len(delivery.Events)})
+	// servicegate gives the organization's app token, for calls to the
+	// service's API; the demo only says whether it came.
+	token := r.Header.Get("X-Service-App-Token") != ""
+	log.Printf("webhook from %s: %s (app token: %v)", r.Header.Get("X-Service-Domain"), strings.Join(names, ", "), token)
+	writeJSON(w, http.StatusOK, map[string]any{"received": len(delivery.Events), "app_token": token})
+}
+
+// lifecycle logs an installation event; servicegate proved it and keeps
+// the installation's secret, so the app only learns who.
+func lifecycle(w http.ResponseWriter, r *http.Request) {
+	var call struct {
+		OrganizationID json.Number `json:"organizationId"`
+		Domain         string      `json:"domain"`
+	}
+	_ = json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&call)
+	log.Printf("%s: organization %s (%s)", strings.TrimPrefix(r.URL.Path, "/"), call.OrganizationID, call.Domain)
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
 // buggyParse parses "key = value" files like the format app, with the kind

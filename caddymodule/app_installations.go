@@ -1,0 +1,478 @@
+package caddymodule
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/servicegate/servicegate/descriptor"
+	"github.com/servicegate/servicegate/installations"
+	"github.com/servicegate/servicegate/oauth"
+	"github.com/servicegate/servicegate/urlpath"
+	"github.com/servicegate/servicegate/webhook"
+)
+
+// appDefaultTokenHeader carries an organization's app token to the app.
+const appDefaultTokenHeader = "X-Service-App-Token"
+
+// appTokenTimeout bounds one request of the service_app grant.
+const appTokenTimeout = 10 * time.Second
+
+// AppInstallations is service_app's installations block: the gateway keeps
+// each organization's installation of the app (its app secret, its app
+// token), answers the service's lifecycle calls at the paths the
+// descriptor's events name, verifies each organization's webhook
+// deliveries with its own secret, and gives the app a fresh app token of
+// the organization on the requests it forwards.
+type AppInstallations struct {
+	// Key seals what is stored (AES-256-GCM under a key derived from it
+	// with HKDF-SHA256, each record bound to its organization). At least
+	// 32 bytes; {env.*} and {file.*} placeholders are resolved at load.
+	// Required.
+	Key string `json:"key,omitempty"`
+
+	// Store is where installations are kept: "disk", a file in Caddy's
+	// data directory that survives restarts, or "redis", shared by every
+	// instance through the servicegate app's Redis (a local copy answers
+	// the hot paths; a change made on one instance drops it on every
+	// instance). Default: redis with the servicegate option's redis,
+	// else disk.
+	Store string `json:"store,omitempty"`
+
+	// Forward tells the app of each lifecycle call (the next handler),
+	// without appSecret and code; "off" answers the service without the
+	// app. Default on.
+	Forward string `json:"forward,omitempty"`
+
+	// TokenHeader is the request header that carries the organization's
+	// app token to the app, on verified webhook deliveries and on
+	// requests with a verified user token of an installed organization;
+	// inbound copies are removed. "off" sends none. Default
+	// X-Service-App-Token.
+	TokenHeader string `json:"token_header,omitempty"`
+}
+
+// appInstallations is what a provisioned installations block holds.
+type appInstallations struct {
+	book    *installations.Book
+	handler *installations.Handler
+	header  string // "" when off
+	logger  *zap.Logger
+}
+
+// installationStores holds each open installations file, so that a config
+// reload keeps using it (bbolt locks its file against a second opener).
+var installationStores = caddy.NewUsagePool()
+
+// pooledInstallationStore is an installations file in the pool.
+type pooledInstallationStore struct{ *installations.BoltStore }
+
+// Destruct closes the file when no config uses it any more.
+func (p pooledInstallationStore) Destruct() error { return p.Close() }
+
+// installationOutcomes counts lifecycle calls by outcome, and app token
+// requests by result.
+var (
+	installationCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "servicegate", Subsystem: "installations", Name: "calls_total",
+		Help: "Lifecycle calls of the service (installed, uninstall, subscription_paid) answered by service_app, by outcome.",
+	}, []string{"outcome"})
+	installationTokenRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "servicegate", Subsystem: "installations", Name: "token_renewals_total",
+		Help: "App tokens renewed (the service_app grant asked again) for installed organizations, by result.",
+	}, []string{"result"})
+)
+
+// eventsWithoutInstallations is the defect of a descriptor that declares
+// lifecycle events while the gateway keeps no installations.
+func eventsWithoutInstallations(desc *descriptor.Descriptor) string {
+	if !desc.Events.Any() {
+		return ""
+	}
+	return "the descriptor declares lifecycle events (events: installed, uninstall, subscription_paid), " +
+		"which service_app answers only with an installations block: add `installations { key {env.SERVICEGATE_INSTALLATIONS_KEY} }` " +
+		"(a key of at least 32 bytes seals what is stored)"
+}
+
+// provisionInstallations opens the installations of the app when the
+// block is given, registers the lifecycle paths, and hands the webhook
+// routes the installations as their secret source. It runs before the
+// routes are provisioned.
+func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute) error {
+	ic := a.Installations
+	if ic == nil {
+		if msg := eventsWithoutInstallations(desc); msg != "" {
+			return errors.New("service_app: " + msg)
+		}
+		return nil
+	}
+	if err := ic.validate(); err != nil {
+		return err
+	}
+	sg, err := servicegateApp(ctx)
+	if err != nil {
+		return err
+	}
+	shared := sg != nil && sg.Client() != nil
+	if ic.Store == "redis" && !shared {
+		return errors.New("service_app: installations: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
+	}
+	repl := caddy.NewReplacer()
+	key := repl.ReplaceKnown(ic.Key, "")
+	sealer, err := installations.NewSealer([]byte(key))
+	if err != nil {
+		return fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
+	}
+	service := strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/")
+	if service == "" {
+		return errors.New("service_app: installations: service (or auth_url) is required: installations are proved by asking the service for an app token")
+	}
+	secret := repl.ReplaceKnown(a.ClientSecret, "")
+	if secret == "" {
+		return errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
+	}
+
+	if ic.Store == "redis" || (ic.Store == "" && shared) {
+		// Shared by every instance: each drops its local copy of an
+		// organization when another announces a change.
+		store := sg.Client().Installations(a.clientID)
+		lock := func(ctx context.Context, org string) (func(), error) { return store.Lock(ctx, org, 2*appTokenTimeout) }
+		if err := a.openInstallations(ctx, desc, routes, store, lock, sealer, service, secret); err != nil {
+			return fmt.Errorf("service_app: installations: %w", err)
+		}
+		book := a.inst.book
+		where := "redis://" + sg.Client().Addr() + "/" + a.clientID
+		a.cleanups = append(a.cleanups, cleanupFunc(store.OnChange(func(org string) { _ = book.Refresh(org) })),
+			cleanupFunc(keepBook(where, book)))
+		a.queuedAppTokens(routes, where)
+		return nil
+	}
+
+	// One file per app (client id) in Caddy's data directory.
+	sum := sha256.Sum256([]byte(a.clientID))
+	path := filepath.Join(caddy.AppDataDir(), "servicegate", "installations", hex.EncodeToString(sum[:8])+".db")
+	v, _, err := installationStores.LoadOrNew(path, func() (caddy.Destructor, error) {
+		s, err := installations.OpenBolt(path)
+		if err != nil {
+			return nil, err
+		}
+		return pooledInstallationStore{s}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("service_app: installations: %w", err)
+	}
+	release := installationStoreRelease(path)
+	if err := a.openInstallations(ctx, desc, routes, v.(pooledInstallationStore).BoltStore, nil, sealer, service, secret); err != nil {
+		_ = release.Cleanup()
+		return fmt.Errorf("service_app: installations: %w", err)
+	}
+	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
+	a.queuedAppTokens(routes, path)
+	return nil
+}
+
+// queuedAppTokens makes the webhook routes' queues give app tokens at send
+// time, from the book kept under where.
+func (a *ServiceApp) queuedAppTokens(routes []AppRoute, where string) {
+	if h := a.inst.header; h != "" {
+		for i := range routes {
+			if wh := routes[i].Webhook; wh != nil {
+				wh.appToken = queuedAppToken(where, h)
+			}
+		}
+	}
+}
+
+// queuedAppToken sets the app token of a queued delivery's organization
+// when the delivery is sent, from the book of the latest config that keeps
+// its installations in file: the queue outlives config reloads.
+func queuedAppToken(file, header string) func(ctx context.Context, org string, h http.Header) {
+	return func(ctx context.Context, org string, h http.Header) {
+		delete(h, header)
+		installationBooks.Lock()
+		b := installationBooks.byFile[file]
+		installationBooks.Unlock()
+		if b == nil || org == "" {
+			return
+		}
+		if tok, _, err := b.Token(ctx, org); err == nil {
+			h[header] = []string{tok}
+		}
+	}
+}
+
+// openInstallations builds the book and the lifecycle handler over an open
+// store, and wires them into the routes.
+func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute,
+	store installations.Store, lock func(context.Context, string) (func(), error), sealer *installations.Sealer, service, secret string) error {
+	ic := a.Installations
+
+	reg := ctx.GetMetricsRegistry()
+	calls := registerCollector(reg, installationCalls)
+	renewals := registerCollector(reg, installationTokenRenewals)
+	issued, failed := renewals.WithLabelValues("issued"), renewals.WithLabelValues("failed")
+	registerCollector(reg, installationsHeld)
+	logger := a.logger.Named("installations")
+	client := &oauth.Client{AuthURL: service, ClientID: a.clientID, ClientSecret: secret,
+		HTTP: &http.Client{Timeout: appTokenTimeout}}
+	book, err := installations.NewBook(installations.BookConfig{
+		Store:  store,
+		Sealer: sealer,
+		Lock:   lock,
+		Grant:  installations.ServiceGrant(client, nil),
+		Renewed: func(org string, err error) {
+			if err != nil {
+				failed.Inc()
+				logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
+				return
+			}
+			issued.Inc()
+		},
+	})
+	if err != nil {
+		return err
+	}
+	inst := &appInstallations{book: book, logger: logger}
+	if h := ic.TokenHeader; h != "off" {
+		inst.header = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
+	}
+	handler, err := installations.NewHandler(installations.HandlerConfig{
+		Book:     book,
+		ClientID: a.clientID,
+		Paths: [installations.NumKinds]string{
+			installations.Installed:        desc.Events.Installed,
+			installations.Uninstall:        desc.Events.Uninstall,
+			installations.SubscriptionPaid: desc.Events.SubscriptionPaid,
+		},
+		Forward: ic.Forward != "off",
+		Purge:   forgetOrganization(ctx),
+		Refuse:  refuse,
+		Report: func(o installations.Outcome, org string, err error) {
+			calls.WithLabelValues(o.String()).Inc()
+			fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
+			if err != nil {
+				fields = append(fields, zap.Error(err))
+			}
+			logger.Info("lifecycle call", fields...)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	inst.handler = handler
+	a.inst = inst
+	for _, p := range []string{desc.Events.Installed, desc.Events.Uninstall, desc.Events.SubscriptionPaid} {
+		if p == "" {
+			continue
+		}
+		// Every spelling of a lifecycle path that a lenient router takes
+		// for it gets the lifecycle's checks, as module urls do.
+		key := urlpath.Canonical(p)
+		if other, ok := a.modules[key]; ok {
+			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other.path)
+		}
+		a.modules[key] = appModule{p, appLifecycle{handler}}
+	}
+	for i := range routes {
+		if wh := routes[i].Webhook; wh != nil {
+			wh.installations = book
+		}
+	}
+	return nil
+}
+
+// installationStoreRelease lets go of the config's use of the file.
+type installationStoreRelease string
+
+// Cleanup implements caddy.CleanerUpper.
+func (p installationStoreRelease) Cleanup() error {
+	_, err := installationStores.Delete(string(p))
+	return err
+}
+
+// cleanupFunc is a function as a caddy.CleanerUpper.
+type cleanupFunc func()
+
+// Cleanup implements caddy.CleanerUpper.
+func (f cleanupFunc) Cleanup() error { f(); return nil }
+
+// forgetOrganization forgets the cached subscription answers of an
+// organization, by id and by domain, in this process and, with the
+// servicegate option, on every instance.
+func forgetOrganization(ctx caddy.Context) func(id, domain string) {
+	sg, _ := servicegateApp(ctx)
+	return func(id, domain string) {
+		for _, org := range []string{id, domain} {
+			if org == "" {
+				continue
+			}
+			forgetLocalSubscriptions(org)
+			if sg != nil && sg.Subscriptions() != nil {
+				_, _ = sg.Subscriptions().Forget(ctx, org)
+			}
+		}
+	}
+}
+
+func (ic *AppInstallations) validate() error {
+	switch {
+	case ic.Key == "":
+		return errors.New("service_app: installations: key is required: at least 32 bytes that seal what is stored, such as {env.SERVICEGATE_INSTALLATIONS_KEY}")
+	case ic.Store != "" && ic.Store != "disk" && ic.Store != "redis":
+		return fmt.Errorf("service_app: installations: store %q is neither disk nor redis", ic.Store)
+	case ic.Forward != "" && ic.Forward != "on" && ic.Forward != "off":
+		return fmt.Errorf("service_app: installations: forward takes on or off, not %q", ic.Forward)
+	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !validHeaderName(ic.TokenHeader):
+		return fmt.Errorf("service_app: installations: token_header %q is not a header name", ic.TokenHeader)
+	}
+	return nil
+}
+
+func validHeaderName(s string) bool {
+	for _, c := range s {
+		if c <= ' ' || c >= 0x7f || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// appLifecycle serves the lifecycle paths.
+type appLifecycle struct{ h *installations.Handler }
+
+func (l appLifecycle) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	return l.h.Serve(w, r, next)
+}
+
+// stripAppToken removes inbound copies of the token header: only the
+// gateway sets it.
+func (a *ServiceApp) stripAppToken(r *http.Request) {
+	if a.inst != nil && a.inst.header != "" {
+		delete(r.Header, a.inst.header)
+	}
+}
+
+// serveGuardedWithToken runs the "*" route with a next handler that gives
+// the app the organization's app token when the request's verified token
+// names an installed organization.
+func (a *ServiceApp) serveGuardedWithToken(w http.ResponseWriter, r *http.Request, c *appChain) error {
+	if a.inst == nil || a.inst.header == "" {
+		return a.serveGuarded(w, r, c)
+	}
+	t := appTokenNexts.Get().(*appTokenNext)
+	*t = appTokenNext{inst: a.inst, next: c.next}
+	c.next = t
+	err := a.serveGuarded(w, r, c)
+	*t = appTokenNext{}
+	appTokenNexts.Put(t)
+	return err
+}
+
+// appTokenNexts pools the next handlers that set the app token, so the hot
+// path allocates none.
+var appTokenNexts = sync.Pool{New: func() any { return new(appTokenNext) }}
+
+// appTokenNext sets the app token header, then calls next. delivery: the
+// organization is the one a verified webhook delivery names (its
+// organization headers, which the check removed unless the signature
+// vouches for them); else the one service_auth verified.
+type appTokenNext struct {
+	inst     *appInstallations
+	next     caddyhttp.Handler
+	delivery bool
+}
+
+func (t *appTokenNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	var org string
+	if t.delivery {
+		org = cmp.Or(r.Header.Get(webhook.HeaderDomain), r.Header.Get(webhook.HeaderOrgID))
+	} else if v, ok := verifiedFrom(r); ok {
+		org = v.Organization
+	}
+	if org != "" {
+		tok, _, err := t.inst.book.Token(r.Context(), org)
+		switch {
+		case err == nil:
+			r.Header[t.inst.header] = []string{tok}
+		case !errors.Is(err, installations.ErrNotFound):
+			t.inst.logger.Warn("the request goes on without an app token", zap.String("organization", org), zap.Error(err))
+		}
+	}
+	return t.next.ServeHTTP(w, r)
+}
+
+// appDeliveryRoute is a webhook route whose verified deliveries carry the
+// organization's app token.
+type appDeliveryRoute struct {
+	inst *appInstallations
+	h    caddyhttp.MiddlewareHandler
+}
+
+func (d appDeliveryRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	t := appTokenNexts.Get().(*appTokenNext)
+	*t = appTokenNext{inst: d.inst, next: next, delivery: true}
+	err := d.h.ServeHTTP(w, r, t)
+	*t = appTokenNext{}
+	appTokenNexts.Put(t)
+	return err
+}
+
+// wrapDeliveryRoutes makes the webhook routes give app tokens; it runs
+// once the routes are provisioned.
+func (a *ServiceApp) wrapDeliveryRoutes() {
+	if a.inst == nil || a.inst.header == "" {
+		return
+	}
+	for key, m := range a.modules {
+		if _, ok := m.handler.(*ServiceWebhook); ok {
+			a.modules[key] = appModule{m.path, appDeliveryRoute{inst: a.inst, h: m.handler}}
+		}
+	}
+}
+
+// parseInstallations reads the installations block:
+//
+//	installations {
+//		key <key>                  # required: seals what is stored (at least 32 bytes)
+//		store disk                 # default disk
+//		forward on|off             # default on
+//		token_header <name>|off    # default X-Service-App-Token
+//	}
+func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
+	start := d.Token()
+	if a.Installations != nil {
+		return d.Err("installations given twice")
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	ic := new(AppInstallations)
+	err := parseBlock(d, "installations", map[string]subdirective{
+		"key":          once(stringArg(&ic.Key)),
+		"store":        once(stringArg(&ic.Store)),
+		"forward":      once(stringArg(&ic.Forward)),
+		"token_header": once(stringArg(&ic.TokenHeader)),
+	})
+	if err != nil {
+		return err
+	}
+	if err := ic.validate(); err != nil {
+		return errAt(start, strings.TrimPrefix(err.Error(), "service_app: "))
+	}
+	a.Installations = ic
+	return nil
+}

@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/servicegate/servicegate/installations"
+)
+
+// Installations is an installations.Store in Redis, shared by every
+// instance: one hash of sealed records per app, <prefix>installations:<app
+// digest>, and a channel on which every change is announced, so that each
+// instance drops its local copy of the organization at once (see
+// OnChange). Records are sealed before they reach it: Redis never holds a
+// secret or a token in clear.
+type Installations struct {
+	c       *Client
+	key     string // the hash
+	channel string // without the prefix, as Publish and Listen take it
+	lockKey string // + organization: the lock of a token renewal
+}
+
+// lockWait is how often a token renewal waiting for another instance's
+// looks again.
+const lockWait = 25 * time.Millisecond
+
+// Installations returns the shared installations of the app named by
+// app (its client id, say).
+func (c *Client) Installations(app string) *Installations {
+	sum := sha256.Sum256([]byte(app))
+	scope := hex.EncodeToString(sum[:8])
+	return &Installations{c: c, key: c.prefix + "installations:" + scope,
+		channel: "installations:" + scope + ":changed", lockKey: c.prefix + "installations:" + scope + ":lock:"}
+}
+
+// Put implements installations.Store, and announces the change.
+func (s *Installations) Put(organization string, sealed []byte) error {
+	ctx := context.Background()
+	if err := s.c.Call(ctx, OpSet, func(ctx context.Context) error {
+		return s.c.rdb.HSet(ctx, s.key, organization, sealed).Err()
+	}); err != nil {
+		return err
+	}
+	return s.c.Publish(ctx, s.channel, organization)
+}
+
+// replaceScript sets a field of the hash only when it exists.
+var replaceScript = redis.NewScript(`if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then redis.call("HSET", KEYS[1], ARGV[1], ARGV[2]) return 1 end return 0`)
+
+// Replace implements installations.Replacer: the record is stored only
+// while the organization has one, and the change announced.
+func (s *Installations) Replace(organization string, sealed []byte) (bool, error) {
+	ctx := context.Background()
+	var kept int64
+	if err := s.c.Call(ctx, OpSet, func(ctx context.Context) error {
+		var err error
+		kept, err = replaceScript.Run(ctx, s.c.rdb, []string{s.key}, organization, sealed).Int64()
+		return err
+	}); err != nil {
+		return false, err
+	}
+	if kept == 0 {
+		return false, nil
+	}
+	return true, s.c.Publish(ctx, s.channel, organization)
+}
+
+// Get implements installations.Store.
+func (s *Installations) Get(organization string) ([]byte, error) {
+	var out []byte
+	err := s.c.Call(context.Background(), OpGet, func(ctx context.Context) error {
+		var err error
+		out, err = s.c.rdb.HGet(ctx, s.key, organization).Bytes()
+		return err
+	})
+	if errors.Is(err, redis.Nil) {
+		return nil, installations.ErrNotFound
+	}
+	return out, err
+}
+
+// Delete implements installations.Store, and announces the change.
+func (s *Installations) Delete(organization string) error {
+	ctx := context.Background()
+	if err := s.c.Call(ctx, OpForget, func(ctx context.Context) error {
+		return s.c.rdb.HDel(ctx, s.key, organization).Err()
+	}); err != nil {
+		return err
+	}
+	return s.c.Publish(ctx, s.channel, organization)
+}
+
+// Each implements installations.Store.
+func (s *Installations) Each(fn func(organization string, sealed []byte) error) error {
+	var all map[string]string
+	err := s.c.Call(context.Background(), OpGet, func(ctx context.Context) error {
+		var err error
+		all, err = s.c.rdb.HGetAll(ctx, s.key).Result()
+		return err
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	for org, sealed := range all {
+		if err := fn(org, []byte(sealed)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close implements installations.Store; the Client is closed by its owner.
+func (s *Installations) Close() error { return nil }
+
+// OnChange calls fn with the organization of every Put and Delete, on any
+// instance, until stop is called: what installations.Book.Refresh takes.
+func (s *Installations) OnChange(fn func(organization string)) (stop func()) {
+	return s.c.Listen(s.channel, fn)
+}
+
+// Lock takes the cluster-wide lock of an organization's token renewal,
+// waiting while another instance holds it, until ctx ends: one instance
+// asks the service, the others then read the token it stored. The lock
+// expires by itself after ttl, should its holder die.
+func (s *Installations) Lock(ctx context.Context, organization string, ttl time.Duration) (unlock func(), err error) {
+	key := s.lockKey + organization
+	for {
+		held, token, err := s.c.lock(ctx, key, ttl)
+		if err != nil {
+			return nil, err
+		}
+		if held {
+			return func() { s.c.unlock(ctx, key, token) }, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(lockWait):
+		}
+	}
+}
+
+// Interface guards.
+var (
+	_ installations.Store    = (*Installations)(nil)
+	_ installations.Replacer = (*Installations)(nil)
+)

@@ -1,0 +1,397 @@
+package installations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/servicegate/servicegate/signature"
+)
+
+// DefaultRenewBefore is how long before it expires an app token is
+// renewed, at most: a token is renewed once less than a fifth of its
+// lifetime or less than this is left, whichever comes first.
+const DefaultRenewBefore = 5 * time.Minute
+
+// grantTimeout bounds one app token request.
+const grantTimeout = 15 * time.Second
+
+// BookConfig configures a Book.
+type BookConfig struct {
+	// Store keeps the sealed records. Required.
+	Store Store
+	// Sealer seals and opens them. Required.
+	Sealer *Sealer
+	// Grant asks the service for an app token for an installation (the
+	// service_app grant). Required for Token.
+	Grant func(ctx context.Context, in *Installation) (Token, error)
+	// RenewBefore: see DefaultRenewBefore, the default.
+	RenewBefore time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Lock, when set, is taken around a token renewal of an
+	// organization, so that of several instances sharing the store one
+	// asks the service and the others read the token it stored. It
+	// returns what releases it.
+	Lock func(ctx context.Context, organization string) (unlock func(), err error)
+	// Renewed, when set, is told of every token request Token makes,
+	// with its error, for metrics. err never holds a secret or a token.
+	Renewed func(organization string, err error)
+}
+
+// A Book holds the installations of an app: sealed in its Store, and in a
+// local copy that answers look-ups by organization id or domain without a
+// call to the store. The local copy holds what the hot paths need (the
+// organization's names, its app secret and its current app token); the
+// rest is read from the store when needed. A Book is safe for concurrent
+// use.
+type Book struct {
+	cfg BookConfig
+
+	mu       sync.RWMutex
+	byID     map[string]*entry
+	byDomain map[string]*entry
+
+	flight singleflight.Group
+	// writes orders Install, Remove and the storing of a renewed token,
+	// so that a token renewed during an uninstall does not bring the
+	// installation back.
+	writes sync.Mutex
+}
+
+// entry is the local copy of one installation.
+type entry struct {
+	id, domain string
+	secret     string
+	token      atomic.Pointer[tokenState]
+	verifier   atomic.Pointer[signature.Verifier] // made at the first delivery
+	paidAt     atomic.Int64                       // unix nanos of the last subscription_paid purge
+}
+
+// tokenState is an app token and when to renew it.
+type tokenState struct {
+	value   string
+	renewAt int64 // unix nanos
+	expires int64 // unix nanos
+}
+
+// NewBook returns a Book over cfg.Store, with its local copy loaded from
+// it. A record that does not open with the key is an error: the key is
+// not the one the records were sealed with.
+func NewBook(cfg BookConfig) (*Book, error) {
+	if cfg.Store == nil || cfg.Sealer == nil {
+		return nil, errors.New("installations: a store and a sealer are required")
+	}
+	if cfg.RenewBefore <= 0 {
+		cfg.RenewBefore = DefaultRenewBefore
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry)}
+	bad := 0
+	err := cfg.Store.Each(func(org string, sealed []byte) error {
+		in, err := cfg.Sealer.openRecord(org, sealed)
+		if err != nil {
+			bad++
+			return nil
+		}
+		b.keep(in)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the installations: %w", err)
+	}
+	if bad > 0 {
+		return nil, fmt.Errorf("%d stored installation records do not open with the configured key: was the key changed?", bad)
+	}
+	return b, nil
+}
+
+// Len is the number of installations held.
+func (b *Book) Len() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.byID)
+}
+
+// keep puts in into the local copy, replacing the organization's earlier
+// entry.
+func (b *Book) keep(in *Installation) {
+	e := &entry{id: in.OrganizationID, domain: in.Domain, secret: in.AppSecret}
+	if in.Token.AccessToken != "" {
+		e.token.Store(b.tokenState(in.Token))
+	}
+	b.mu.Lock()
+	b.dropLocked(in.OrganizationID)
+	b.byID[e.id] = e
+	if e.domain != "" {
+		b.byDomain[e.domain] = e
+	}
+	b.mu.Unlock()
+}
+
+func (b *Book) dropLocked(org string) {
+	if old := b.byID[org]; old != nil {
+		delete(b.byID, org)
+		if old.domain != "" && b.byDomain[old.domain] == old {
+			delete(b.byDomain, old.domain)
+		}
+	}
+}
+
+// tokenState is t with its renewal moment: a fifth of its lifetime or
+// RenewBefore ahead of its expiry, whichever is later.
+func (b *Book) tokenState(t Token) *tokenState {
+	exp := t.Expires.UnixNano()
+	ahead := t.Expires.Sub(t.IssuedAt) / 5
+	if ahead > b.cfg.RenewBefore || ahead <= 0 {
+		ahead = b.cfg.RenewBefore
+	}
+	return &tokenState{value: t.AccessToken, renewAt: exp - int64(ahead), expires: exp}
+}
+
+// lookup finds the entry of an organization named by its id or its domain.
+func (b *Book) lookup(org string) *entry {
+	b.mu.RLock()
+	e := b.byID[org]
+	if e == nil {
+		e = b.byDomain[org]
+	}
+	b.mu.RUnlock()
+	return e
+}
+
+// Secret returns the app secret of the organization named by id or
+// domain, from the local copy.
+func (b *Book) Secret(org string) (string, bool) {
+	if e := b.lookup(org); e != nil {
+		return e.secret, true
+	}
+	return "", false
+}
+
+// Installation returns the verifier of the app secret of the organization
+// named by id or domain, with its id and domain: the secret source of
+// webhook.Checker.
+func (b *Book) Installation(org string) (*signature.Verifier, string, string, bool) {
+	e := b.lookup(org)
+	if e == nil {
+		return nil, "", "", false
+	}
+	v := e.verifier.Load()
+	if v == nil {
+		var err error
+		if v, err = signature.NewVerifier(e.secret); err != nil {
+			return nil, "", "", false // an empty secret is never stored
+		}
+		e.verifier.Store(v)
+	}
+	return v, e.id, e.domain, true
+}
+
+// Organization returns the id of the organization named by id or domain,
+// and whether it has an installation.
+func (b *Book) Organization(org string) (string, bool) {
+	if e := b.lookup(org); e != nil {
+		return e.id, true
+	}
+	return "", false
+}
+
+// Install stores in, sealed, replacing the organization's earlier
+// installation, and puts it in the local copy.
+func (b *Book) Install(in *Installation) error {
+	sealed, err := b.cfg.Sealer.sealRecord(in)
+	if err != nil {
+		return err
+	}
+	b.writes.Lock()
+	defer b.writes.Unlock()
+	if err := b.cfg.Store.Put(in.OrganizationID, sealed); err != nil {
+		return fmt.Errorf("storing the installation of %s: %w", in, err)
+	}
+	b.keep(in)
+	return nil
+}
+
+// Remove deletes the installation of the organization named by id or
+// domain, and its token. Removing none is not an error.
+func (b *Book) Remove(org string) error {
+	id := org
+	if e := b.lookup(org); e != nil {
+		id = e.id
+	}
+	b.writes.Lock()
+	defer b.writes.Unlock()
+	if err := b.cfg.Store.Delete(id); err != nil {
+		return fmt.Errorf("removing the installation of organization %s: %w", id, err)
+	}
+	b.Forget(id)
+	return nil
+}
+
+// Forget drops an organization from the local copy only, so that the next
+// Refresh or look-up reads it again: what a change made by another
+// instance calls.
+func (b *Book) Forget(org string) {
+	b.mu.Lock()
+	b.dropLocked(org)
+	b.mu.Unlock()
+}
+
+// Refresh reads one organization (by id) from the store into the local
+// copy, or drops it from the copy when the store has none: what a change
+// announced by another instance calls.
+func (b *Book) Refresh(org string) error {
+	in, err := b.Get(org)
+	if errors.Is(err, ErrNotFound) {
+		b.Forget(org)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b.keep(in)
+	return nil
+}
+
+// Get reads the whole installation of the organization named by id or
+// domain from the store.
+func (b *Book) Get(org string) (*Installation, error) {
+	id := org
+	if e := b.lookup(org); e != nil {
+		id = e.id
+	}
+	sealed, err := b.cfg.Store.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	return b.cfg.Sealer.openRecord(id, sealed)
+}
+
+// Summary is what may be shown of an installation: never a secret or a
+// token.
+type Summary struct {
+	OrganizationID string    `json:"organization_id"`
+	Domain         string    `json:"domain,omitempty"`
+	BaseURL        string    `json:"base_url,omitempty"`
+	InstalledAt    time.Time `json:"installed_at"`
+	TokenExpiresAt time.Time `json:"token_expires_at,omitzero"`
+}
+
+// List returns a summary of every stored installation, by organization id.
+func (b *Book) List() ([]Summary, error) {
+	var out []Summary
+	err := b.cfg.Store.Each(func(org string, sealed []byte) error {
+		in, err := b.cfg.Sealer.openRecord(org, sealed)
+		if err != nil {
+			return fmt.Errorf("organization %s: %w", org, err)
+		}
+		out = append(out, Summary{OrganizationID: in.OrganizationID, Domain: in.Domain, BaseURL: in.BaseURL,
+			InstalledAt: in.InstalledAt, TokenExpiresAt: in.Token.Expires})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].OrganizationID < out[j].OrganizationID })
+	return out, err
+}
+
+// Token returns a fresh app token of the organization named by id or
+// domain, and when it expires: the one held while it is far from expiry,
+// else a new one asked of the service, one request per organization
+// however many callers ask at once. ErrNotFound: no installation.
+func (b *Book) Token(ctx context.Context, org string) (string, time.Time, error) {
+	e := b.lookup(org)
+	if e == nil {
+		return "", time.Time{}, ErrNotFound
+	}
+	if t := e.token.Load(); t != nil && b.cfg.Now().UnixNano() < t.renewAt {
+		return t.value, time.Unix(0, t.expires), nil
+	}
+	v, err, _ := b.flight.Do(e.id, func() (any, error) { return b.renew(ctx, e) })
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	t := v.(*tokenState)
+	return t.value, time.Unix(0, t.expires), nil
+}
+
+// renew asks the service for a new app token of e's organization and
+// stores it, unless the store already holds a fresh one (renewed by
+// another instance).
+func (b *Book) renew(ctx context.Context, e *entry) (*tokenState, error) {
+	if t := e.token.Load(); t != nil && b.cfg.Now().UnixNano() < t.renewAt {
+		return t, nil // renewed by the flight that just ended
+	}
+	if b.cfg.Grant == nil {
+		return nil, errors.New("installations: no way to ask the service for app tokens")
+	}
+	if b.cfg.Lock != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantTimeout)
+		unlock, err := b.cfg.Lock(lctx, e.id)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("app token of organization %s: waiting for another instance's renewal: %w", e.id, err)
+		}
+		defer unlock()
+	}
+	in, err := b.Get(e.id)
+	if err != nil {
+		return nil, err
+	}
+	if in.Token.AccessToken != "" {
+		if t := b.tokenState(in.Token); b.cfg.Now().UnixNano() < t.renewAt {
+			e.token.Store(t)
+			return t, nil
+		}
+	}
+	// The token serves every caller of the flight: one caller leaving
+	// does not cancel it, a deadline bounds it.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantTimeout)
+	tok, err := b.cfg.Grant(gctx, in)
+	cancel()
+	if b.cfg.Renewed != nil {
+		b.cfg.Renewed(e.id, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("app token of %s: %w", in, err)
+	}
+	in.Token = tok
+	sealed, err := b.cfg.Sealer.sealRecord(in)
+	if err != nil {
+		return nil, err
+	}
+	b.writes.Lock()
+	defer b.writes.Unlock()
+	// The entry may have been read again from the store meanwhile (a
+	// change announced by an instance, this one included): the same
+	// installation still counts, another or none does not.
+	cur := b.lookup(e.id)
+	if cur == nil || cur.secret != in.AppSecret {
+		return nil, fmt.Errorf("app token of %s: the installation was removed or replaced meanwhile", in)
+	}
+	if r, ok := b.cfg.Store.(Replacer); ok {
+		// Another instance may have removed it: only an existing record
+		// is replaced.
+		kept, err := r.Replace(in.OrganizationID, sealed)
+		if err != nil {
+			return nil, fmt.Errorf("storing the app token of %s: %w", in, err)
+		}
+		if !kept {
+			b.Forget(in.OrganizationID)
+			return nil, fmt.Errorf("app token of %s: the installation was removed meanwhile", in)
+		}
+	} else if err := b.cfg.Store.Put(in.OrganizationID, sealed); err != nil {
+		return nil, fmt.Errorf("storing the app token of %s: %w", in, err)
+	}
+	t := b.tokenState(tok)
+	e.token.Store(t)
+	cur.token.Store(t)
+	return t, nil
+}

@@ -1,0 +1,355 @@
+package installations
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/servicegate/servicegate/signature"
+)
+
+// fakeService issues app tokens for the secrets it gave, and counts the
+// requests.
+type fakeService struct {
+	mu       sync.Mutex
+	secrets  map[string]string // organization → app secret
+	requests atomic.Int64
+	down     atomic.Bool
+	lifetime time.Duration
+	now      func() time.Time
+	delay    time.Duration
+}
+
+func newFakeService(now func() time.Time) *fakeService {
+	return &fakeService{secrets: map[string]string{}, lifetime: 2 * time.Hour, now: now}
+}
+
+func (s *fakeService) give(org, secret string) {
+	s.mu.Lock()
+	s.secrets[org] = secret
+	s.mu.Unlock()
+}
+
+func (s *fakeService) grant(ctx context.Context, in *Installation) (Token, error) {
+	n := s.requests.Add(1)
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+	if s.down.Load() {
+		return Token{}, errors.New("dial tcp: connection refused")
+	}
+	s.mu.Lock()
+	want, ok := s.secrets[in.OrganizationID]
+	s.mu.Unlock()
+	if !ok || want != in.AppSecret {
+		return Token{}, ErrRefused
+	}
+	now := s.now()
+	return Token{AccessToken: "app-token-" + in.OrganizationID + "-" + strconv.FormatInt(n, 10), IssuedAt: now, Expires: now.Add(s.lifetime)}, nil
+}
+
+// clock is a settable clock for tests.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func testInstallation(org, domain, secret string) *Installation {
+	return &Installation{OrganizationID: org, Domain: domain, BaseURL: "https://" + domain + ".service.example",
+		AppID: "demo-app", AppSecret: secret, UserID: "7", InstalledAt: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func newTestBook(t *testing.T, store Store, svc *fakeService, c *clock) *Book {
+	t.Helper()
+	s, err := NewSealer(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBook(BookConfig{Store: store, Sealer: s, Grant: svc.grant, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBookKeepsInstallationsSealedOnDisk(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "installations.db")
+	store, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClock()
+	svc := newFakeService(c.now)
+	b := newTestBook(t, store, svc, c)
+	in := testInstallation("42", "acme", "s3cret-of-acme-installation")
+	in.Token = Token{AccessToken: "app-token-in-clear", IssuedAt: c.now(), Expires: c.now().Add(time.Hour)}
+	if err := b.Install(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Install(testInstallation("43", "globex", "s3cret-of-globex-installation")); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"42", "acme"} {
+		if secret, ok := b.Secret(key); !ok || secret != "s3cret-of-acme-installation" {
+			t.Errorf("Secret(%s) = %q, %v", key, secret, ok)
+		}
+	}
+	if _, ok := b.Secret("initech"); ok {
+		t.Error("an organization with no installation has a secret")
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, clear := range []string{"s3cret-of-acme", "s3cret-of-globex", "app-token-in-clear"} {
+		if bytes.Contains(raw, []byte(clear)) {
+			t.Errorf("the store file holds %q in clear", clear)
+		}
+	}
+
+	// Reopened, as after a restart: everything is there.
+	store, err = OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b = newTestBook(t, store, svc, c)
+	if b.Len() != 2 {
+		t.Fatalf("Len = %d after reopening", b.Len())
+	}
+	got, err := b.Get("acme")
+	if err != nil || got.AppSecret != "s3cret-of-acme-installation" || got.Token.AccessToken != "app-token-in-clear" || got.BaseURL != in.BaseURL {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	list, err := b.List()
+	if err != nil || len(list) != 2 || list[0].OrganizationID != "42" || list[0].Domain != "acme" || list[0].TokenExpiresAt.IsZero() {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+
+	// A record copied under another organization's name does not open.
+	sealed, _ := store.Get("42")
+	if err := store.Put("43", sealed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get("43"); !errors.Is(err, ErrSealed) {
+		t.Errorf("a record copied to another organization opened: %v", err)
+	}
+	s, _ := NewSealer(testKey)
+	if _, err := NewBook(BookConfig{Store: store, Sealer: s}); err == nil {
+		t.Error("a book opened over a record that does not open")
+	}
+}
+
+func TestBookReplaceAndRemove(t *testing.T) {
+	c := newClock()
+	b := newTestBook(t, NewMemoryStore(), newFakeService(c.now), c)
+	if err := b.Install(testInstallation("42", "acme", "first")); err != nil {
+		t.Fatal(err)
+	}
+	// Installed again under a new domain: the old domain is gone.
+	if err := b.Install(testInstallation("42", "acme-renamed", "second")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Secret("acme"); ok {
+		t.Error("the old domain still finds the installation")
+	}
+	if s, _ := b.Secret("acme-renamed"); s != "second" {
+		t.Errorf("secret = %q", s)
+	}
+	if err := b.Remove("acme-renamed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Secret("42"); ok || b.Len() != 0 {
+		t.Error("a removed installation is still held")
+	}
+	if _, err := b.Get("42"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get after Remove: %v", err)
+	}
+	if err := b.Remove("never-installed"); err != nil {
+		t.Errorf("removing nothing: %v", err)
+	}
+}
+
+func TestBookRefreshFollowsTheStore(t *testing.T) {
+	c := newClock()
+	store := NewMemoryStore()
+	svc := newFakeService(c.now)
+	one, other := newTestBook(t, store, svc, c), newTestBook(t, store, svc, c)
+	if err := one.Install(testInstallation("42", "acme", "s")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.Secret("acme"); ok {
+		t.Fatal("the other book saw the change before it was told")
+	}
+	if err := other.Refresh("42"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.Secret("acme"); !ok {
+		t.Fatal("Refresh did not read the installation")
+	}
+	if err := one.Remove("42"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Refresh("42"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.Secret("acme"); ok {
+		t.Fatal("Refresh did not drop the removed installation")
+	}
+}
+
+func TestBookTokenRenewedOncePerOrganization(t *testing.T) {
+	c := newClock()
+	svc := newFakeService(c.now)
+	svc.delay = 20 * time.Millisecond
+	b := newTestBook(t, NewMemoryStore(), svc, c)
+	svc.give("42", "s")
+	if err := b.Install(testInstallation("42", "acme", "s")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Token(context.Background(), "initech"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("token of an organization with no installation: %v", err)
+	}
+	tokens := func() map[string]bool {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		var wg sync.WaitGroup
+		for i := range 200 {
+			wg.Go(func() {
+				org := "42"
+				if i%2 == 0 {
+					org = "acme"
+				}
+				tok, exp, err := b.Token(context.Background(), org)
+				if err != nil || exp.IsZero() {
+					t.Errorf("Token = %v, %v", exp, err)
+				}
+				mu.Lock()
+				seen[tok] = true
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return seen
+	}
+	if seen := tokens(); len(seen) != 1 || svc.requests.Load() != 1 {
+		t.Fatalf("200 callers: %d tokens, %d requests to the service", len(seen), svc.requests.Load())
+	}
+	// Far from expiry: no request.
+	c.advance(time.Hour)
+	tokens()
+	if n := svc.requests.Load(); n != 1 {
+		t.Fatalf("a fresh token was renewed: %d requests", n)
+	}
+	// Within the last fifth of its lifetime (2h: 24 min, capped at 5 min).
+	c.advance(56 * time.Minute)
+	if seen := tokens(); len(seen) != 1 || seen["app-token-42-1"] || svc.requests.Load() != 2 {
+		t.Fatalf("renewal: tokens %v, %d requests", seen, svc.requests.Load())
+	}
+	// The renewed token was stored: a book reading the store does not ask.
+	got, err := b.Get("42")
+	if err != nil || got.Token.AccessToken != "app-token-42-2" {
+		t.Fatalf("stored token = %+v, %v", got, err)
+	}
+	// The service down: an error, and the next caller asks again.
+	c.advance(2 * time.Hour)
+	svc.down.Store(true)
+	if _, _, err := b.Token(context.Background(), "42"); err == nil {
+		t.Fatal("no error with the service down")
+	}
+	svc.down.Store(false)
+	if tok, _, err := b.Token(context.Background(), "42"); err != nil || tok != "app-token-42-4" {
+		t.Fatalf("Token = %q, %v", tok, err)
+	}
+}
+
+func TestBookRenewalDoesNotBringBackRemovedInstallation(t *testing.T) {
+	c := newClock()
+	svc := newFakeService(c.now)
+	svc.delay = 50 * time.Millisecond
+	store := NewMemoryStore()
+	b := newTestBook(t, store, svc, c)
+	svc.give("42", "s")
+	if err := b.Install(testInstallation("42", "acme", "s")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, _, err := b.Token(context.Background(), "42")
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := b.Remove("42"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Error("a token of a removed installation was given")
+	}
+	if _, err := store.Get("42"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the renewal stored the removed installation again: %v", err)
+	}
+}
+
+func TestBookMemoryPerInstallation(t *testing.T) {
+	c := newClock()
+	b := newTestBook(t, NewMemoryStore(), newFakeService(c.now), c)
+	const n = 20000
+	token := string(bytes.Repeat([]byte("t"), 240))
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		org := strconv.Itoa(100000 + i)
+		in := testInstallation(org, "organization-"+org, "a-random-app-secret-0123456789abcdef")
+		in.Token = Token{AccessToken: token + org, IssuedAt: c.now(), Expires: c.now().Add(time.Hour)}
+		b.keep(in)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(b)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	// The key (the organization id, 6 bytes) is not counted apart: the
+	// budget of 512 bytes beyond it holds it here.
+	t.Logf("%.0f bytes per installation held (a 240-byte app token included)", per)
+	if per > 512 {
+		t.Errorf("%.0f bytes per installation held, want at most 512", per)
+	}
+}
+
+func TestBookInstallationVerifiesWithItsSecret(t *testing.T) {
+	c := newClock()
+	b := newTestBook(t, NewMemoryStore(), newFakeService(c.now), c)
+	if err := b.Install(testInstallation("42", "acme", "s3cret-42")); err != nil {
+		t.Fatal(err)
+	}
+	v, id, domain, ok := b.Installation("acme")
+	if !ok || id != "42" || domain != "acme" {
+		t.Fatalf("Installation = %v %q %q", ok, id, domain)
+	}
+	body := []byte(`{"events":[]}`)
+	if err := v.Verify(body, signature.Sign("s3cret-42", body)); err != nil {
+		t.Fatal(err)
+	}
+	if v2, _, _, _ := b.Installation("42"); v2 != v {
+		t.Error("the verifier is made again for each delivery")
+	}
+	if _, _, _, ok := b.Installation("globex"); ok {
+		t.Error("an organization with no installation has a verifier")
+	}
+}

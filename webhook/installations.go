@@ -1,0 +1,49 @@
+package webhook
+
+import (
+	"net/http"
+
+	"github.com/servicegate/servicegate/signature"
+)
+
+// Installations gives the secrets of the organizations that installed the
+// app, each organization's own (package installations' Book is one).
+type Installations interface {
+	// Installation returns the verifier of the app secret of the
+	// organization named by id or domain, with the organization's id
+	// and domain, and whether it has an installation.
+	Installation(org string) (v *signature.Verifier, id, domain string, ok bool)
+}
+
+// refuseNotInstalled is a delivery of an organization with no
+// installation, when no other secret applies to it.
+var refuseNotInstalled = &Refusal{http.StatusForbidden, ReasonForbidden,
+	"The app is not installed for the organization of this delivery (X-Service-Domain or X-Service-Id): it was never installed, or it was uninstalled."}
+
+// chooseInstallation chooses the secret of the organization's
+// installation, named as chooseSecrets names it, and reports whether it
+// has one. A delivery whose other organization header names another
+// organization is refused as naming two.
+func (c *Checker) chooseInstallation(d *Delivery, h http.Header) bool {
+	var domain, id string
+	if v := h[HeaderDomain]; len(v) == 1 {
+		domain = v[0]
+	}
+	if v := h[HeaderOrgID]; len(v) == 1 {
+		id = v[0]
+	}
+	key := domain
+	if key == "" {
+		key = id
+	}
+	if key == "" {
+		return false
+	}
+	v, instID, instDomain, ok := c.Installations.Installation(key)
+	if !ok {
+		return false
+	}
+	d.verifier = v
+	d.differ = (id != "" && id != instID) || (domain != "" && domain != instDomain && domain != instID)
+	return true
+}

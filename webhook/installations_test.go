@@ -1,0 +1,72 @@
+package webhook
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/servicegate/servicegate/signature"
+)
+
+// installed is an Installations of fixed organizations.
+type installed map[string]struct{ id, domain, secret string }
+
+func (in installed) Installation(org string) (*signature.Verifier, string, string, bool) {
+	for _, o := range in {
+		if o.id == org || (o.domain != "" && o.domain == org) {
+			v, _ := signature.NewVerifier(o.secret)
+			return v, o.id, o.domain, true
+		}
+	}
+	return nil, "", "", false
+}
+
+func TestCheckerInstallations(t *testing.T) {
+	orgs := installed{
+		"acme":   {"42", "acme.example", "secret-of-acme"},
+		"globex": {"43", "globex.example", "secret-of-globex"},
+		"plain":  {"44", "", "secret-of-plain"},
+	}
+	appWide, _ := signature.NewVerifier("app-wide")
+	tests := []struct {
+		name, domain, id, secret string
+		appWide                  bool
+		status                   int // 0: passes
+		message                  string
+	}{
+		{"its own secret, by domain", "acme.example", "", "secret-of-acme", false, 0, ""},
+		{"its own secret, by domain and id", "acme.example", "42", "secret-of-acme", false, 0, ""},
+		{"its own secret, by id", "", "44", "secret-of-plain", false, 0, ""},
+		{"another organization's secret", "acme.example", "42", "secret-of-globex", false, http.StatusUnauthorized, "does not match"},
+		{"the id of another organization", "acme.example", "43", "secret-of-acme", false, http.StatusForbidden, "different organizations"},
+		{"no installation", "initech.example", "45", "secret-of-acme", false, http.StatusForbidden, "not installed"},
+		{"no organization named", "", "", "secret-of-acme", false, http.StatusForbidden, "not installed"},
+		{"no installation, app-wide secrets", "initech.example", "", "app-wide", true, 0, ""},
+		{"an installation wins over app-wide secrets", "acme.example", "", "app-wide", true, http.StatusUnauthorized, "does not match"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Checker{Installations: orgs}
+			if tt.appWide {
+				c.AppWide = appWide
+			}
+			h := http.Header{HeaderSignature: {hmacHex(tt.secret, delivery)}}
+			if tt.domain != "" {
+				h.Set(HeaderDomain, tt.domain)
+			}
+			if tt.id != "" {
+				h.Set(HeaderOrgID, tt.id)
+			}
+			d, refusal := c.CheckHeaders(h)
+			if refusal == nil {
+				refusal = c.CheckBody(&d, h, delivery)
+			}
+			switch {
+			case tt.status == 0 && refusal != nil:
+				t.Fatalf("refused %d: %s", refusal.Status, refusal.Message)
+			case tt.status != 0 && (refusal == nil || refusal.Status != tt.status || !strings.Contains(refusal.Message, tt.message)):
+				t.Fatalf("got %+v, want %d %q", refusal, tt.status, tt.message)
+			}
+		})
+	}
+}
