@@ -178,7 +178,7 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 	release := installationStoreRelease(path)
 	if err := a.openInstallations(ctx, desc, routes, v.(pooledInstallationStore).BoltStore, nil, sealer, service, secret); err != nil {
 		_ = release.Cleanup()
-		return fmt.Errorf("service_app: installations: %w", err)
+		return fmt.Errorf("service_app: installations in %s: %w", path, err)
 	}
 	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
 	a.queuedAppTokens(routes, path)

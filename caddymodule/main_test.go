@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -19,5 +20,17 @@ func TestMain(m *testing.M) {
 		caddycmd.Main()
 		return
 	}
-	os.Exit(m.Run())
+	// The tests' Caddy keeps its data (installations, last good
+	// descriptors, autosaved configs) in a directory of this run's own, so
+	// that two runs of the suite, or the user's own Caddy, never meet.
+	dir, err := os.MkdirTemp("", "servicegate-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_DATA_HOME", dir)
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

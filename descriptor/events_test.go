@@ -14,7 +14,7 @@ func TestParseEvents(t *testing.T) {
 	}{
 		{"all three", `{"events":{"installed":"/installed","uninstall":"/uninstall","subscription_paid":"/subscription-paid"}}`,
 			Events{Installed: "/installed", Uninstall: "/uninstall", SubscriptionPaid: "/subscription-paid"}, ""},
-		{"one, with a query", `{"events":{"installed":"/lifecycle/installed?v=1"}}`, Events{Installed: "/lifecycle/installed"}, ""},
+		{"one, with a query", `{"events":{"installed":"/lifecycle/installed?v=1"}}`, Events{}, `has a query`},
 		{"null", `{"events":null}`, Events{}, ""},
 		{"not an object", `{"events":["/installed"]}`, Events{}, "events is not an object"},
 		{"unknown event", `{"events":{"installed":"/i","deleted":"/d"}}`, Events{}, `events.deleted is not a lifecycle event`},
@@ -22,10 +22,14 @@ func TestParseEvents(t *testing.T) {
 		{"not a string", `{"events":{"installed":5}}`, Events{}, "events: installed is not a string"},
 		{"a module's url", `{` + webhook + `,"events":{"installed":"/webhooks"}}`, Events{}, `also the url of module "hook"`},
 		{"twice", `{"events":{"installed":"/x","uninstall":"/x"}}`, Events{}, "also the path of events.installed"},
+		{"a module's url in another spelling", `{` + webhook + `,"events":{"installed":"/WebHooks"}}`, Events{}, `also the url of module "hook"`},
+		{"twice in another case", `{"events":{"installed":"/x","uninstall":"/X"}}`, Events{}, "also the path of events.installed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d, err := Parse("app.json", []byte(c.doc))
+			// Every document names the app: a JSON object without an
+			// identifier or modules is no descriptor.
+			d, err := Parse("app.json", []byte(`{"identifier":"app",`+c.doc[1:]))
 			if c.defect != "" {
 				if err == nil || !strings.Contains(err.Error(), c.defect) {
 					t.Fatalf("err = %v, want %q", err, c.defect)
