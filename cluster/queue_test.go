@@ -28,7 +28,6 @@ type appStub struct {
 	ids      map[string]int      // attempts by delivery id
 	inFlight map[string]int
 	sentBy   map[string]int // attempts by queue name
-	name     string
 }
 
 func newAppStub(t *testing.T, answer func(ctx context.Context, m queue.Meta, body string) queue.Result) *appStub {

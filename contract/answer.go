@@ -1147,7 +1147,7 @@ func previewElementIDs(preview io.Reader) (map[int64]struct{}, error) {
 		} else if !done {
 			continue
 		}
-		rest := buf[:len(buf)]
+		rest := buf
 		pos := 0
 		for {
 			i := bytes.Index(rest[pos:], []byte(previewMarker))

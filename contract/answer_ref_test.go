@@ -414,8 +414,8 @@ func (c *refChecker) checkStatus(status json.RawMessage, plural bool, cats []str
 	})
 }
 
-// refErrRule stops a walk over members once a rule is broken.
-var refErrRule = errors.New("rule broken")
+// errRefRule stops a walk over members once a rule is broken.
+var errRefRule = errors.New("rule broken")
 
 // members calls fn with the key (decoded) and the value of each member of
 // obj, an object the decoder has read, until fn returns a rule, which
@@ -429,11 +429,11 @@ func (c *refChecker) members(obj []byte, fn func(key, value []byte) string) stri
 			return err
 		}
 		if rule = fn(key, value); rule != "" {
-			return refErrRule
+			return errRefRule
 		}
 		return nil
 	})
-	if err != nil && err != refErrRule {
+	if err != nil && err != errRefRule {
 		// The decoder read obj already: only depth can stop the scanner.
 		return "is too deeply nested"
 	}
@@ -457,7 +457,7 @@ func (c *refChecker) checkOptional(r *refRecord) string {
 		c.scan.Reset(r.Labels)
 		err := c.scan.Array(func() error {
 			if c.scan.Peek() != '"' {
-				return refErrRule
+				return errRefRule
 			}
 			return c.scan.Skip()
 		})

@@ -14,18 +14,17 @@ import (
 
 const browserAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
-// handlerRig is a Handler over a rig, with the events it reported, the
-// refusals it asked for, and what the next handler saw.
+// handlerRig is a Handler over a rig, with the events it reported and
+// what the next handler saw.
 type handlerRig struct {
 	*rig
 	h *Handler
 
-	mu       sync.Mutex
-	events   []Event
-	errs     []error
-	refusals []int
-	seen     *http.Request
-	header   http.Header // sent with every request
+	mu     sync.Mutex
+	events []Event
+	errs   []error
+	seen   *http.Request
+	header http.Header // sent with every request
 }
 
 func newHandlerRig(t *testing.T, change func(*HandlerConfig)) *handlerRig {

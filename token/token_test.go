@@ -41,14 +41,6 @@ var (
 	kinds     []keyKind
 )
 
-func mustKeys(t testing.TB, k Keys, err error) Keys {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // testKinds generates one key of each kind (once per test binary: RSA
 // generation is slow).
 func testKinds(t testing.TB) []keyKind {

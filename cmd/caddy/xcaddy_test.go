@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +76,7 @@ func main() {
 
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command is not on PATH: %v", err)
 	}
 	binary := filepath.Join(dir, "caddy")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
