@@ -9,12 +9,23 @@
 //	import _ "github.com/servicegate/servicegate"
 //
 // The modules themselves are in the caddymodule package; the work they
-// do is in the Caddy-free packages token, subscription, signature,
-// limits, contract, oauth and emulator, which a Go app can import too.
+// do is in Caddy-free packages, which a Go app can import too:
+//
+//	token, signature       bearer tokens and their claims; webhook signatures
+//	webhook, subscription  delivery checks and secrets; the subscription query and cache
+//	limits, contract       bounded bodies and answers; the module contract, spill and inline
+//	oauth, descriptor      the sign-in and sessions; the app descriptor and its checks
+//	urlpath                one canonical form of request paths, and the spellings refused
+//	installations          organizations' installations, sealed, and their app tokens
+//	queue, cluster         the durable webhook queue; what instances share through Redis
+//	health, spans, version the health check, trace spans, the version that runs
+//	emulator               a local stand-in of the service
+//	jsonscan, respond, safehttp  one JSON scanner; refusals and small pages; the address-checked client
 package servicegate
 
 import (
-	// Registers http.handlers.service_*, admin.api.service_subscription,
-	// the service_* directives and the service-* commands.
+	// Registers http.handlers.service_*, the servicegate app, the
+	// admin.api.service_* modules, the service_* directives and the
+	// service-* commands.
 	_ "github.com/servicegate/servicegate/caddymodule"
 )
