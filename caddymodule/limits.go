@@ -171,7 +171,7 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		l.counts.inc(outcomeRequestTooLarge)
 		return refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The file is too large for this app: the request is %s and the app accepts at most %s. Try a smaller file, or split it into several files.",
-			limits.Size(r.ContentLength), limits.Limit(l.MaxRequestSize)))
+			limits.SizeName(r.ContentLength), limits.LimitName(l.MaxRequestSize)))
 	}
 
 	timeout := time.Duration(l.Timeout)
@@ -265,17 +265,17 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		l.logger.Info("app did not answer in time", zap.String("path", r.URL.Path), zap.Duration("timeout", timeout))
 		return refuse(w, r, http.StatusGatewayTimeout, fmt.Sprintf(
 			"The app did not answer within %s, the most the service waits. Try again later or with a smaller file; if it keeps happening, contact the app's developer.",
-			limits.Duration(timeout)))
+			limits.DurationName(timeout)))
 	case rb.TooLarge():
 		l.counts.inc(outcomeResponseTooLarge)
-		size := "larger than " + limits.Limit(maxAnswer)
+		size := "larger than " + limits.LimitName(maxAnswer)
 		if n := rb.DeclaredSize(); n > maxAnswer {
-			size = limits.Size(n)
+			size = limits.SizeName(n)
 		}
 		l.logger.Info("app answer over the size limit", zap.String("path", r.URL.Path), zap.Int64("max_response_size", maxAnswer), zap.Int64("declared_size", rb.DeclaredSize()))
 		return refuse(w, r, http.StatusBadGateway, fmt.Sprintf(
 			"The app's answer is too large: it is %s and the service accepts at most %s. Try a smaller file; if it keeps happening, contact the app's developer.",
-			size, limits.Limit(maxAnswer)))
+			size, limits.LimitName(maxAnswer)))
 	case aborted:
 		l.counts.inc(outcomeResponseIncomplete)
 		l.logger.Info("app answer cut off", zap.String("path", r.URL.Path))
@@ -355,11 +355,11 @@ func (l *ServiceLimits) refuseRequest(w http.ResponseWriter, r *http.Request, er
 		l.counts.inc(outcomeRequestTooLarge)
 		return refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The file is too large for this app: the request is larger than %s, the most the app accepts. Try a smaller file, or split it into several files.",
-			limits.Limit(l.MaxRequestSize)))
+			limits.LimitName(l.MaxRequestSize)))
 	case errors.As(err, &netErr) && netErr.Timeout():
 		l.counts.inc(outcomeRequestTimeout)
 		return refuse(w, r, http.StatusRequestTimeout, fmt.Sprintf(
-			"The file did not arrive within %s. Try again.", limits.Duration(time.Duration(l.Timeout))))
+			"The file did not arrive within %s. Try again.", limits.DurationName(time.Duration(l.Timeout))))
 	case r.Context().Err() != nil:
 		l.counts.inc(outcomeClientGone)
 		return caddyhttp.Error(499, r.Context().Err())

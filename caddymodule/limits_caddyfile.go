@@ -112,7 +112,7 @@ func (l *ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	// and line; spill_max_size against the default max_response_size too.
 	if l.Spill != nil && l.Spill.MaxSize != 0 && l.Spill.MaxSize < l.responseLimit() {
 		return directiveErr(d, fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)",
-			limits.Limit(l.Spill.MaxSize), limits.Limit(l.responseLimit())))
+			limits.LimitName(l.Spill.MaxSize), limits.LimitName(l.responseLimit())))
 	}
 	if err := l.Validate(); err != nil {
 		return directiveErr(d, err)

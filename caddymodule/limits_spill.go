@@ -139,7 +139,7 @@ func (l *ServiceLimits) validateSpill() error {
 		return errors.New("service_limits: spill_ttl and spill_max_size must be positive")
 	}
 	if s.MaxSize != 0 && s.MaxSize < l.MaxResponseSize {
-		return fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)", limits.Limit(s.MaxSize), limits.Limit(l.MaxResponseSize))
+		return fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)", limits.LimitName(s.MaxSize), limits.LimitName(l.MaxResponseSize))
 	}
 	return nil
 }
@@ -250,7 +250,7 @@ func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *
 		l.logger.Info("app answer over the size limit could not be handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Error(err))
 		return refuse(w, r, http.StatusBadGateway, fmt.Sprintf(
 			"The app's answer is too large: it is %s and the service accepts at most %s. Try a smaller file; if it keeps happening, contact the app's developer.",
-			limits.Size(sb.Size()), limits.Limit(l.MaxResponseSize)))
+			limits.SizeName(sb.Size()), limits.LimitName(l.MaxResponseSize)))
 	}
 	l.counts.inc(outcomeSpilled)
 	span.Int("servicegate.spill.payloads", int64(len(stored)))

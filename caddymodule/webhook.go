@@ -141,8 +141,8 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	if m.ReadTimeout == 0 {
 		m.ReadTimeout = caddy.Duration(defaultWebhookReadTimeout)
 	}
-	m.tooLarge = "The delivery is larger than the " + limits.Limit(m.MaxSize) + " this endpoint accepts."
-	m.tooSlow = "The delivery did not arrive in full within " + limits.Duration(time.Duration(m.ReadTimeout)) + ". Send it again."
+	m.tooLarge = "The delivery is larger than the " + limits.LimitName(m.MaxSize) + " this endpoint accepts."
+	m.tooSlow = "The delivery did not arrive in full within " + limits.DurationName(time.Duration(m.ReadTimeout)) + ". Send it again."
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))

@@ -93,13 +93,13 @@ func (in *Inliner) fetch(ctx context.Context, rawURL, what string) ([]byte, erro
 		return nil, &InlineError{http.StatusBadRequest, fmt.Sprintf("The %s URL of the job points to an address this app does not fetch from.", what)}
 	case errors.Is(err, limits.ErrTooLarge):
 		return nil, &InlineError{http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"The %s of the job is too large for this app: it accepts at most %s.", what, limits.Limit(in.MaxSize))}
+			"The %s of the job is too large for this app: it accepts at most %s.", what, limits.LimitName(in.MaxSize))}
 	case errors.As(err, &se):
 		return nil, &InlineError{http.StatusBadGateway, fmt.Sprintf("The %s of the job could not be fetched from its URL: the server answered %d. Try again.", what, se.Code)}
 	case errors.Is(err, safehttp.ErrIncomplete) && ctx.Err() == nil:
 		return nil, &InlineError{http.StatusBadGateway, fmt.Sprintf("The %s of the job could not be fetched whole from its URL. Try again.", what)}
 	case ctx.Err() != nil:
-		return nil, &InlineError{http.StatusGatewayTimeout, fmt.Sprintf("The %s of the job could not be fetched within %s.", what, limits.Duration(in.Timeout))}
+		return nil, &InlineError{http.StatusGatewayTimeout, fmt.Sprintf("The %s of the job could not be fetched within %s.", what, limits.DurationName(in.Timeout))}
 	default:
 		return nil, &InlineError{http.StatusBadGateway, fmt.Sprintf("The %s of the job could not be fetched from its URL. Try again.", what)}
 	}

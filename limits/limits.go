@@ -62,17 +62,17 @@ const (
 	gib = 1 << 30
 )
 
-// Size names a size of n bytes for a person: "900 bytes", "100 KB",
+// SizeName names a size of n bytes for a person: "900 bytes", "100 KB",
 // "6.2 MB", with 1 KB = 1024 bytes as the service counts. It rounds up to
 // a tenth of the unit, so a size just over a limit never reads as the limit
-// itself; name limits with Limit.
-func Size(n int64) string { return sizeName(n, true) }
+// itself; name limits with LimitName.
+func SizeName(n int64) string { return nameSize(n, true) }
 
-// Limit names a size limit of n bytes for a person, like Size but rounding
+// LimitName names a size limit of n bytes for a person, like SizeName but rounding
 // down: a limit of 5 MiB reads "5 MB".
-func Limit(n int64) string { return sizeName(n, false) }
+func LimitName(n int64) string { return nameSize(n, false) }
 
-func sizeName(n int64, up bool) string {
+func nameSize(n int64, up bool) string {
 	if n < 0 {
 		n = 0
 	}
@@ -105,10 +105,10 @@ func sizeName(n int64, up bool) string {
 	return s + name
 }
 
-// Duration names a duration for a person: "2 minutes", "1 minute",
+// DurationName names a duration for a person: "2 minutes", "1 minute",
 // "90 seconds", and Go's own notation ("300ms", "1m30.5s") for anything
 // that is not a whole number of seconds.
-func Duration(d time.Duration) string {
+func DurationName(d time.Duration) string {
 	switch {
 	case d > 0 && d%time.Minute == 0:
 		return plural(int64(d/time.Minute), "minute")

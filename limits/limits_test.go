@@ -69,10 +69,10 @@ func TestSizeAndLimit(t *testing.T) {
 		{-5, "0 bytes", "0 bytes"},
 	}
 	for _, tt := range tests {
-		if got := Size(tt.n); got != tt.size {
+		if got := SizeName(tt.n); got != tt.size {
 			t.Errorf("Size(%d) = %q, want %q", tt.n, got, tt.size)
 		}
-		if got := Limit(tt.n); got != tt.limit {
+		if got := LimitName(tt.n); got != tt.limit {
 			t.Errorf("Limit(%d) = %q, want %q", tt.n, got, tt.limit)
 		}
 	}
@@ -91,8 +91,8 @@ func FuzzSizeOverLimit(f *testing.F) {
 			t.Skip()
 		}
 		size := limit + over
-		if Size(size) == Limit(limit) {
-			t.Fatalf("size %d and limit %d both read %q", size, limit, Size(size))
+		if SizeName(size) == LimitName(limit) {
+			t.Fatalf("size %d and limit %d both read %q", size, limit, SizeName(size))
 		}
 	})
 }
@@ -111,7 +111,7 @@ func TestDuration(t *testing.T) {
 		{time.Hour, "60 minutes"},
 	}
 	for _, tt := range tests {
-		if got := Duration(tt.d); got != tt.want {
+		if got := DurationName(tt.d); got != tt.want {
 			t.Errorf("Duration(%v) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
