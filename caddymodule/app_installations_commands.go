@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -39,8 +38,8 @@ func installationCommands() []*cobra.Command {
 		cmd := &cobra.Command{Use: c.use + " --app <url> [--org <domain>]", Short: short[c.event], Args: cobra.NoArgs}
 		cmd.Flags().AddFlagSet(serviceAppLifecycleFlags(c.use))
 		event := c.event
-		cmd.RunE = caddycmd.WrapCommandFuncForCobra(func(fl caddycmd.Flags) (int, error) {
-			return runServiceAppLifecycle(fl, event, os.Stdout)
+		cmd.RunE = plainCommand(func(fl caddycmd.Flags, stdout io.Writer) (int, error) {
+			return runServiceAppLifecycle(fl, event, stdout)
 		})
 		cmds = append(cmds, cmd)
 	}

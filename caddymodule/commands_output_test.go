@@ -63,6 +63,7 @@ func TestCommandsWritePlainText(t *testing.T) {
 			"1 of 1 calls were not answered 2xx\n", ""},
 		{"send without app", []string{"service-app", "send", "--descriptor", desc}, 1, "", "caddy service-app send: --descriptor and --app are required\n"},
 		{"check without descriptor", []string{"service-app", "check", desc + ".absent"}, 1, "", "caddy service-app check: reading the app descriptor"},
+		{"lifecycle call without emulator", []string{"service-app", "install", "--app", app.URL, "--descriptor", desc, "--emulator", "http://127.0.0.1:1", "--timeout", "2s"}, 1, "", "caddy service-app install: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
