@@ -375,3 +375,30 @@ func connectionsReceived(t *testing.T, srv *redistest.Server) int {
 	t.Fatal("no total_connections_received in INFO stats")
 	return 0
 }
+
+func TestServicegateAppSentinelAndClusterFormsShareOneClient(t *testing.T) {
+	for name, cfg := range map[string]App{
+		"sentinel": {RedisSentinel: &RedisSentinel{Master: "mymaster", Addresses: []string{"127.0.0.1:1", "127.0.0.1:2"}}, Password: "hunter2", Replicas: 1},
+		"cluster":  {RedisCluster: []string{"127.0.0.1:1", "127.0.0.1:2"}, Password: "hunter2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var clients []*cluster.Client
+			for range 2 {
+				ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+				a := cfg
+				if err := a.Provision(ctx); err != nil {
+					t.Fatal(err)
+				}
+				clients = append(clients, a.Client())
+				defer cancel()
+				defer func() { _ = a.Cleanup() }()
+			}
+			if clients[0] != clients[1] {
+				t.Error("two configs naming the same Redis the same way have two clients, want one shared")
+			}
+			if addr := clients[0].Addr(); !strings.HasPrefix(addr, name+" ") || strings.Contains(addr, "hunter2") {
+				t.Errorf("Addr() = %q, want the %s form's nodes and no password", addr, name)
+			}
+		})
+	}
+}

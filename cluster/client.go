@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +21,9 @@ const (
 	DefaultKeyPrefix   = "servicegate:"
 	DefaultTimeout     = 250 * time.Millisecond
 	DefaultLogInterval = 10 * time.Second
+	// DefaultReplicasTimeout is how long a write that must not be lost
+	// waits for its replicas (Options.Replicas).
+	DefaultReplicasTimeout = 500 * time.Millisecond
 )
 
 // Op names a kind of Redis call, for metrics and log lines.
@@ -89,11 +94,33 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// Options configure a Client.
+// Options configure a Client. Exactly one of URL, Sentinel and Cluster
+// names the Redis it talks to.
 type Options struct {
 	// URL is the Redis server: redis://[user:password@]host:port/db, or
 	// rediss:// for TLS (see redis.ParseURL for the query options).
 	URL string
+	// Sentinel reaches the primary that Redis Sentinel watches under a
+	// name, and follows it when the sentinels promote a replica.
+	Sentinel *Sentinel
+	// Cluster is some nodes of a Redis Cluster (host:port); the client
+	// learns the others from them.
+	Cluster []string
+	// Password authenticates to the Sentinel or Cluster nodes (and to the
+	// sentinels). A URL carries its own.
+	Password string
+	// TLS connects to the Sentinel or Cluster nodes with TLS. A URL says
+	// it with rediss://.
+	TLS bool
+	// Replicas is how many replicas must have a write that must not be
+	// lost (a queued delivery before it is acknowledged, a dead letter, a
+	// replay) before it counts as done: WAIT after the write. 0, the
+	// default, waits for none: a primary that dies may take its last
+	// writes with it.
+	Replicas int
+	// ReplicasTimeout bounds that wait; fewer confirmations within it
+	// make the write fail (ErrReplicas). Default DefaultReplicasTimeout.
+	ReplicasTimeout time.Duration
 	// KeyPrefix starts every key and channel name. Default
 	// DefaultKeyPrefix.
 	KeyPrefix string
@@ -113,11 +140,20 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Client is one connection pool to a Redis server and one pub/sub
-// listener, shared by everything that uses the same server and prefix. Its
-// methods are safe for concurrent use.
+// Sentinel names a primary watched by Redis Sentinel.
+type Sentinel struct {
+	// Master is the name the sentinels know the primary by.
+	Master string
+	// Addrs are the sentinels' host:port.
+	Addrs []string
+}
+
+// Client is one connection pool to a Redis server (or the nodes of a
+// Sentinel or Cluster deployment) and one pub/sub listener, shared by
+// everything that uses the same Redis and prefix. Its methods are safe for
+// concurrent use.
 type Client struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	prefix  string
 	timeout time.Duration
 	opts    Options
@@ -137,15 +173,10 @@ type Client struct {
 
 type listener struct{ fn func(payload string) }
 
-// New returns a Client for o.URL. It does not wait for Redis: a server
-// that is down is reported on first use, and the client recovers by
-// itself when it is back.
+// New returns a Client for the Redis o names. It does not wait for Redis:
+// a server that is down is reported on first use, and the client recovers
+// by itself when it is back.
 func New(o Options) (*Client, error) {
-	ro, err := redis.ParseURL(o.URL)
-	if err != nil {
-		// ParseURL's errors may quote the URL, password included.
-		return nil, errors.New("the Redis URL is not of the form redis://[user:password@]host:port/db or rediss://…")
-	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultKeyPrefix
 	}
@@ -158,21 +189,22 @@ func New(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	ro.ContextTimeoutEnabled = true
-	ro.DialTimeout = o.Timeout
-	ro.ReadTimeout = o.Timeout
-	ro.WriteTimeout = o.Timeout
-	ro.PoolTimeout = o.Timeout
-	ro.MaxRetries = 1
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-
+	if o.Replicas < 0 {
+		return nil, errors.New("replicas must not be negative")
+	}
+	if o.ReplicasTimeout <= 0 {
+		o.ReplicasTimeout = DefaultReplicasTimeout
+	}
+	rdb, addr, err := dial(o)
+	if err != nil {
+		return nil, err
+	}
 	c := &Client{
-		rdb:       redis.NewClient(ro),
+		rdb:       rdb,
 		prefix:    o.KeyPrefix,
 		timeout:   o.Timeout,
 		opts:      o,
-		addr:      ro.Addr,
+		addr:      addr,
 		listeners: make(map[string]map[*listener]struct{}),
 		done:      make(chan struct{}),
 	}
@@ -185,16 +217,91 @@ func New(o Options) (*Client, error) {
 	return c, nil
 }
 
-// Addr is the host:port of the Redis server, without credentials: safe to log.
+// dial makes the go-redis client of the form o names, and says where it
+// goes without credentials (safe to log).
+func dial(o Options) (rdb redis.UniversalClient, addr string, err error) {
+	forms := 0
+	for _, set := range []bool{o.URL != "", o.Sentinel != nil, len(o.Cluster) > 0} {
+		if set {
+			forms++
+		}
+	}
+	if forms != 1 {
+		return nil, "", errors.New("name the Redis one way: a URL, a Sentinel master and its sentinels, or Cluster nodes")
+	}
+	var tlsConfig *tls.Config
+	if o.TLS {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	// Calls are bounded by Timeout and retried once; the connection pool
+	// waits no longer than a call.
+	noMaint := func() *maintnotifications.Config {
+		return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+	switch {
+	case o.URL != "":
+		if o.Password != "" || o.TLS {
+			return nil, "", errors.New("a Redis URL carries its own password and TLS (rediss://)")
+		}
+		ro, err := redis.ParseURL(o.URL)
+		if err != nil {
+			// ParseURL's errors may quote the URL, password included.
+			return nil, "", errors.New("the Redis URL is not of the form redis://[user:password@]host:port/db or rediss://…")
+		}
+		ro.ContextTimeoutEnabled = true
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = o.Timeout, o.Timeout, o.Timeout, o.Timeout
+		ro.MaxRetries = 1
+		ro.DisableIdentity = true
+		ro.MaintNotificationsConfig = noMaint()
+		return redis.NewClient(ro), ro.Addr, nil
+	case o.Sentinel != nil:
+		if o.Sentinel.Master == "" || len(o.Sentinel.Addrs) == 0 {
+			return nil, "", errors.New("Redis Sentinel needs the primary's name and at least one sentinel's host:port")
+		}
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            o.Sentinel.Master,
+			SentinelAddrs:         o.Sentinel.Addrs,
+			Password:              o.Password,
+			SentinelPassword:      o.Password,
+			TLSConfig:             tlsConfig,
+			ContextTimeoutEnabled: true,
+			DialTimeout:           o.Timeout,
+			ReadTimeout:           o.Timeout,
+			WriteTimeout:          o.Timeout,
+			PoolTimeout:           o.Timeout,
+			MaxRetries:            1,
+			DisableIdentity:       true,
+		}), "sentinel " + o.Sentinel.Master + " via " + strings.Join(o.Sentinel.Addrs, ","), nil
+	default:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                    o.Cluster,
+			Password:                 o.Password,
+			TLSConfig:                tlsConfig,
+			ContextTimeoutEnabled:    true,
+			DialTimeout:              o.Timeout,
+			ReadTimeout:              o.Timeout,
+			WriteTimeout:             o.Timeout,
+			PoolTimeout:              o.Timeout,
+			MaxRetries:               1,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: noMaint(),
+		}), "cluster " + strings.Join(o.Cluster, ","), nil
+	}
+}
+
+// Addr says where the Redis is, without credentials: safe to log. A
+// host:port for a URL; "sentinel <master> via <sentinels>" or
+// "cluster <nodes>" for the other forms.
 func (c *Client) Addr() string { return c.addr }
 
 // Prefix is the key prefix.
 func (c *Client) Prefix() string { return c.prefix }
 
-// Redis is the underlying go-redis client, for the parts of servicegate
-// that build their own commands on this Client's connections. Bound each
-// call with Call.
-func (c *Client) Redis() *redis.Client { return c.rdb }
+// Redis is the underlying go-redis client (a single server's, Sentinel's
+// or Cluster's), for the parts of servicegate that build their own
+// commands on this Client's connections. Bound each call with Call; keys
+// that one script or transaction touches must share a hash tag (see Key).
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Call runs fn with a context bounded by the Client's timeout and reports
 // its error as op; redis.Nil (no such key) is not a failure.
