@@ -303,6 +303,16 @@ func (c *Client) Prefix() string { return c.prefix }
 // that one script or transaction touches must share a hash tag (see Key).
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
+// TaggedKey is the Redis key <prefix>{<tag>}<rest>. Redis Cluster keeps
+// the keys of one hash tag on one node, and runs a script or a transaction
+// only on keys of one node: keys that one script or transaction touches
+// (or that a script names itself, from a common base) must share their
+// tag. A key only ever touched alone needs none: <prefix><name> spreads
+// over the nodes. Any key of servicegate is one of the two.
+func (c *Client) TaggedKey(tag, rest string) string {
+	return c.prefix + "{" + tag + "}" + rest
+}
+
 // Call runs fn with a context bounded by the Client's timeout and reports
 // its error as op; redis.Nil (no such key) is not a failure.
 func (c *Client) Call(ctx context.Context, op Op, fn func(ctx context.Context) error) error {
@@ -395,6 +405,25 @@ func (c *Client) succeeded(op Op) {
 	c.lastLog, c.unlogged = time.Time{}, 0
 	c.logMu.Unlock()
 	c.opts.Log(op, nil, suppressed)
+}
+
+// scan calls fn with every key matching pattern (SCAN MATCH), on every
+// primary of a Redis Cluster.
+func (c *Client) scan(ctx context.Context, pattern string, fn func(key string)) error {
+	var mu sync.Mutex
+	each := func(ctx context.Context, r redis.UniversalClient) error {
+		iter := r.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			fn(iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return each(ctx, node) })
+	}
+	return each(ctx, c.rdb)
 }
 
 // Publish sends payload on channel (the prefix is added) to every

@@ -21,7 +21,9 @@ import (
 )
 
 // queueKeys is the key space of the shared webhook queues:
-// <prefix>queue:<name>:… (see queue_scripts.go).
+// <prefix>{queue:<name>}:… (see queue_scripts.go). The scripts name the
+// organizations' keys themselves, so the whole queue is one hash tag: in a
+// Redis Cluster, one queue lives on one node.
 const queueKeys = "queue:"
 
 // DefaultQueuePoll is the default of QueueOptions.Poll.
@@ -108,7 +110,7 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 	}
 	opts = opts.WithDefaults()
 	q := &Queue{
-		c: c, base: c.prefix + queueKeys + qo.Name + ":", sender: sender, opts: opts, qo: qo,
+		c: c, base: c.queueBase(qo.Name), sender: sender, opts: opts, qo: qo,
 		consumer: randomHex(8),
 		wake:     make(chan struct{}, 1),
 		slots:    make(chan struct{}, opts.Concurrency),
@@ -118,6 +120,9 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 	go q.run()
 	return q, nil
 }
+
+// queueBase is the start of every key of the queue called name.
+func (c *Client) queueBase(name string) string { return c.TaggedKey(queueKeys+name, ":") }
 
 func (q *Queue) key(name string) string { return q.base + name }
 

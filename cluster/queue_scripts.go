@@ -2,8 +2,9 @@ package cluster
 
 import "github.com/redis/go-redis/v9"
 
-// The shared webhook queue's Redis data, under <prefix>queue:<name>: (the
-// base, passed to scripts that name per-organization keys):
+// The shared webhook queue's Redis data, under <prefix>{queue:<name>}: (the
+// base, passed to scripts that name per-organization keys; one hash tag,
+// so that every script runs on a Redis Cluster):
 //
 //	seq        INCR counter numbering the deliveries
 //	epoch      random prefix of the delivery IDs, set with the first delivery

@@ -23,10 +23,12 @@ type Server struct {
 	// Port is its port.
 	Port int
 
-	t   testing.TB
-	bin string
-	dir string
-	cmd *exec.Cmd
+	t     testing.TB
+	bin   string
+	dir   string
+	cmd   *exec.Cmd
+	extra []string  // more redis-server arguments
+	nodes []*Server // the primaries, for a Redis Cluster
 }
 
 // Binary is the redis-server the tests run: $REDIS_SERVER, else
@@ -52,7 +54,13 @@ func Start(t testing.TB) *Server {
 	if bin == "" {
 		t.Skip("redis-server is not installed (Debian: apt-get install redis-server); skipping the tests that need a real Redis")
 	}
-	s := &Server{t: t, dir: t.TempDir()}
+	return start(t, bin)
+}
+
+// start starts a redis-server with the extra arguments.
+func start(t testing.TB, bin string, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir(), extra: extra}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +80,15 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 // Restart starts the server again on the same port after Stop.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
+	if s.nodes != nil {
+		for _, n := range s.nodes {
+			n.Restart()
+		}
+		return
+	}
+	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", ""}, s.extra...)
+	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Dir = s.dir
 	out, err := os.Create(s.dir + "/redis.log")
 	if err != nil {
@@ -98,6 +113,9 @@ func (s *Server) Restart() {
 
 // Stop kills the server (as a crash would) and waits for it to exit.
 func (s *Server) Stop() {
+	for _, n := range s.nodes {
+		n.Stop()
+	}
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -110,7 +128,14 @@ func (s *Server) Stop() {
 // bulk strings as they are, integers in decimal, arrays flattened one
 // element a line. It needs no client library, so tests can inspect Redis
 // (INFO commandstats, KEYS) without touching the code under test.
+//
+// On a Redis Cluster, a command naming a key goes to the node that holds
+// it, and KEYS, DBSIZE, PUBSUB NUMSUB and CONFIG go to every node, their
+// answers added up.
 func (s *Server) Do(args ...string) (string, error) {
+	if s.nodes != nil {
+		return s.doCluster(args...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var d net.Dialer
@@ -184,6 +209,15 @@ func readReply(r *bufio.Reader, out *strings.Builder) error {
 // CONFIG RESETSTAT, from INFO commandstats: "get" → 3.
 func (s *Server) CommandCalls() map[string]int {
 	s.t.Helper()
+	if s.nodes != nil {
+		calls := make(map[string]int)
+		for _, n := range s.nodes {
+			for name, k := range n.CommandCalls() {
+				calls[name] += k
+			}
+		}
+		return calls
+	}
 	info, err := s.Do("INFO", "commandstats")
 	if err != nil {
 		s.t.Fatalf("INFO commandstats: %v", err)
