@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -253,4 +254,39 @@ func (s *Server) Dbsize(t testing.TB) int {
 	}
 	n, _ := strconv.Atoi(out)
 	return n
+}
+
+// StartReplica starts a redis-server replicating s, on a free port, and
+// waits until it has caught up with s. It stops when the test ends.
+func (s *Server) StartReplica(t testing.TB) *Server {
+	t.Helper()
+	r := start(t, s.bin, "--replicaof", "127.0.0.1", strconv.Itoa(s.Port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := r.Do("INFO", "replication")
+		if strings.Contains(info, "master_link_status:up") {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica on %s did not catch up with %s within 10s: %q", r.Addr, s.Addr, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Pause stops the server's process (SIGSTOP): it keeps its connections
+// but answers nothing, as a machine that hangs. Resume lets it go on.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume undoes Pause (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		s.t.Fatal("the redis-server is not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signalling redis-server: %v", err)
+	}
 }
