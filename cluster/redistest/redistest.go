@@ -28,6 +28,7 @@ type Server struct {
 	bin   string
 	dir   string
 	cmd   *exec.Cmd
+	conf  string    // a config file, first argument, when set
 	extra []string  // more redis-server arguments
 	nodes []*Server // the primaries, for a Redis Cluster
 }
@@ -61,6 +62,13 @@ func Start(t testing.TB) *Server {
 // start starts a redis-server with the extra arguments.
 func start(t testing.TB, bin string, extra ...string) *Server {
 	t.Helper()
+	return startConf(t, bin, nil, extra...)
+}
+
+// startConf starts a redis-server with a config file written by conf (when
+// not nil, given the server's port) and the extra arguments.
+func startConf(t testing.TB, bin string, conf func(port int) string, extra ...string) *Server {
+	t.Helper()
 	s := &Server{t: t, dir: t.TempDir(), extra: extra}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,6 +78,12 @@ func start(t testing.TB, bin string, extra ...string) *Server {
 	_ = l.Close()
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 	s.bin = bin
+	if conf != nil {
+		s.conf = s.dir + "/redis.conf"
+		if err := os.WriteFile(s.conf, []byte(conf(s.Port)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
@@ -87,8 +101,13 @@ func (s *Server) Restart() {
 		}
 		return
 	}
-	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", ""}, s.extra...)
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
+	args = append(args, s.extra...)
 	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Dir = s.dir
 	out, err := os.Create(s.dir + "/redis.log")
