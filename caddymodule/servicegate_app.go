@@ -170,6 +170,7 @@ func (a *App) clientOptions() (cluster.Options, error) {
 		ReplicasTimeout: time.Duration(a.ReplicasTimeout),
 		OnError:         func(op cluster.Op, _ error) { redisErrorsBy[op].Inc() },
 		Log:             logRedisHealth,
+		OnPrimary:       reportRedisPrimary,
 		Now:             func() time.Time { return subscriptionNow() },
 	}
 	if a.Redis != "" {
@@ -261,6 +262,22 @@ func logRedisHealth(op cluster.Op, err error, suppressed int) {
 	}
 	log.Error("Redis call failed: serving from this instance alone (subscriptions from the local cache and direct queries; OAuth sessions and sign-ins kept in Redis answer 503) until it answers again",
 		zap.Stringer("op", op), zap.Error(err), zap.Int("failures_not_logged", suppressed))
+}
+
+// reportRedisPrimary tells, once per change, which Redis primary the
+// instance reaches through Sentinel: a log line and the
+// servicegate_redis_primary gauge.
+func reportRedisPrimary(was, now string) {
+	if was != "" {
+		redisPrimary.DeleteLabelValues(was)
+	}
+	redisPrimary.WithLabelValues(now).Set(1)
+	log := caddy.Log().Named("servicegate.redis")
+	if was == "" {
+		log.Info("Redis primary found through Sentinel", zap.String("primary", now))
+		return
+	}
+	log.Warn("Redis primary changed: Sentinel promoted a replica", zap.String("primary", now), zap.String("was", was))
 }
 
 // Start does nothing: the client connects on first use.

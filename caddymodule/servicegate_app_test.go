@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/cluster/redistest"
@@ -400,5 +401,17 @@ func TestServicegateAppSentinelAndClusterFormsShareOneClient(t *testing.T) {
 				t.Errorf("Addr() = %q, want the %s form's nodes and no password", addr, name)
 			}
 		})
+	}
+}
+
+func TestRedisPrimaryGaugeFollowsThePromotion(t *testing.T) {
+	reportRedisPrimary("", "10.0.0.1:6379")
+	reportRedisPrimary("10.0.0.1:6379", "10.0.0.2:6379")
+	defer redisPrimary.Reset()
+	if n := testutil.CollectAndCount(redisPrimary); n != 1 {
+		t.Errorf("%d series, want one: the former primary's is removed", n)
+	}
+	if v := testutil.ToFloat64(redisPrimary.WithLabelValues("10.0.0.2:6379")); v != 1 {
+		t.Errorf("servicegate_redis_primary{address=10.0.0.2:6379} = %v, want 1", v)
 	}
 }

@@ -171,6 +171,11 @@ func sentinelFailover(t *testing.T, replicas int) {
 	}
 	t.Logf("replicas %d: answers %v; promotion %s after the kill, first acknowledgement %s after it; %d of %d acknowledged deliveries lost; %d sent to the app twice or more",
 		replicas, statuses, promotedAt.Sub(killedAt).Round(time.Millisecond), firstAck.Sub(promotedAt).Round(time.Millisecond), lost, total, app.total()-(total-lost))
+	for i, p := range procs {
+		if n := strings.Count(p.logText(), "Redis primary changed"); n != 1 {
+			t.Errorf("instance %d logged the change of primary %d times, want once:\n%s", i, n, p.logText())
+		}
+	}
 	if replicas > 0 && lost > 0 {
 		t.Errorf("replicas %d: %d acknowledged deliveries never reached the app", replicas, lost)
 	}

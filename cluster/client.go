@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,6 +133,10 @@ type Options struct {
 	// most once per LogInterval, with how many failures went unlogged
 	// since the last line; and the first success after a failure (err nil).
 	Log func(op Op, err error, suppressed int)
+	// OnPrimary, when set, is told of the primary the client connects to
+	// through Sentinel: once for the first (was ""), then once each time
+	// it changes (a promotion). Not called for the other forms.
+	OnPrimary func(was, now string)
 	// LogInterval is the least time between two failure lines. Default
 	// DefaultLogInterval.
 	LogInterval time.Duration
@@ -158,6 +163,9 @@ type Client struct {
 	timeout time.Duration
 	opts    Options
 	addr    string
+
+	primaryMu sync.Mutex
+	primary   string // host:port of the Sentinel primary last connected to
 
 	failing  atomic.Bool
 	logMu    sync.Mutex
@@ -195,18 +203,16 @@ func New(o Options) (*Client, error) {
 	if o.ReplicasTimeout <= 0 {
 		o.ReplicasTimeout = DefaultReplicasTimeout
 	}
-	rdb, addr, err := dial(o)
-	if err != nil {
-		return nil, err
-	}
 	c := &Client{
-		rdb:       rdb,
 		prefix:    o.KeyPrefix,
 		timeout:   o.Timeout,
 		opts:      o,
-		addr:      addr,
 		listeners: make(map[string]map[*listener]struct{}),
 		done:      make(chan struct{}),
+	}
+	var err error
+	if c.rdb, c.addr, err = dial(o, c.connectedTo); err != nil {
+		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
@@ -218,8 +224,9 @@ func New(o Options) (*Client, error) {
 }
 
 // dial makes the go-redis client of the form o names, and says where it
-// goes without credentials (safe to log).
-func dial(o Options) (rdb redis.UniversalClient, addr string, err error) {
+// goes without credentials (safe to log). The Sentinel form tells
+// connected the primary's address on every new connection.
+func dial(o Options, connected func(addr string)) (rdb redis.UniversalClient, addr string, err error) {
 	forms := 0
 	for _, set := range []bool{o.URL != "", o.Sentinel != nil, len(o.Cluster) > 0} {
 		if set {
@@ -258,7 +265,7 @@ func dial(o Options) (rdb redis.UniversalClient, addr string, err error) {
 		if o.Sentinel.Master == "" || len(o.Sentinel.Addrs) == 0 {
 			return nil, "", errors.New("Redis Sentinel needs the primary's name and at least one sentinel's host:port")
 		}
-		return redis.NewFailoverClient(&redis.FailoverOptions{
+		fc := redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:            o.Sentinel.Master,
 			SentinelAddrs:         o.Sentinel.Addrs,
 			Password:              o.Password,
@@ -271,7 +278,11 @@ func dial(o Options) (rdb redis.UniversalClient, addr string, err error) {
 			PoolTimeout:           o.Timeout,
 			MaxRetries:            1,
 			DisableIdentity:       true,
-		}), "sentinel " + o.Sentinel.Master + " via " + strings.Join(o.Sentinel.Addrs, ","), nil
+		})
+		// The client's own connections all go to the primary (the
+		// sentinels have clients of their own).
+		fc.AddHook(dialHook(func(conn net.Conn) { connected(conn.RemoteAddr().String()) }))
+		return fc, "sentinel " + o.Sentinel.Master + " via " + strings.Join(o.Sentinel.Addrs, ","), nil
 	default:
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                    o.Cluster,
@@ -286,6 +297,37 @@ func dial(o Options) (rdb redis.UniversalClient, addr string, err error) {
 			DisableIdentity:          true,
 			MaintNotificationsConfig: noMaint(),
 		}), "cluster " + strings.Join(o.Cluster, ","), nil
+	}
+}
+
+// dialHook is a go-redis hook that tells of every new connection.
+type dialHook func(conn net.Conn)
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			h(conn)
+		}
+		return conn, err
+	}
+}
+
+func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// connectedTo notes a new connection to the Sentinel primary at addr, and
+// reports a change of primary once.
+func (c *Client) connectedTo(addr string) {
+	c.primaryMu.Lock()
+	was := c.primary
+	c.primary = addr
+	c.primaryMu.Unlock()
+	if was != addr && c.opts.OnPrimary != nil {
+		c.opts.OnPrimary(was, addr)
 	}
 }
 
