@@ -260,6 +260,11 @@ func logRedisHealth(op cluster.Op, err error, suppressed int) {
 			zap.Int("failures_not_logged", suppressed))
 		return
 	}
+	if errors.Is(err, cluster.ErrReplicas) {
+		log.Error("Redis replicas did not confirm a write in time (servicegate replicas): deliveries and replays are refused with 503 until they do",
+			zap.Stringer("op", op), zap.Error(err), zap.Int("failures_not_logged", suppressed))
+		return
+	}
 	log.Error("Redis call failed: serving from this instance alone (subscriptions from the local cache and direct queries; OAuth sessions and sign-ins kept in Redis answer 503) until it answers again",
 		zap.Stringer("op", op), zap.Error(err), zap.Int("failures_not_logged", suppressed))
 }

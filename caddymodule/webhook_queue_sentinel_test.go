@@ -180,3 +180,35 @@ func sentinelFailover(t *testing.T, replicas int) {
 		t.Errorf("replicas %d: %d acknowledged deliveries never reached the app", replicas, lost)
 	}
 }
+
+// TestWebhookQueueReplicasE2E: with replicas 1, a delivery is answered 202
+// while the replica is up, and 503 with Retry-After within replicas_timeout
+// (plus a margin for a loaded machine) while it hangs; the service sends it
+// again, and once the replica is back it is acknowledged.
+func TestWebhookQueueReplicasE2E(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := primary.StartReplica(t)
+	app := newQueueApp(t)
+	app.up(t)
+	startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+primary.URL()+"\n\t\ttimeout 2s\n\t\treplicas 1\n\t\treplicas_timeout 300ms\n\t}", queueSite(app, "", ""))
+
+	if status, answer := sendQueued(t, "/webhooks/", "acme.example", queuedDelivery(1)); status != http.StatusAccepted {
+		t.Fatalf("with the replica up: %d %s, want 202", status, answer)
+	}
+	replica.Pause()
+	defer replica.Resume()
+	start := time.Now()
+	status, answer := sendQueued(t, "/webhooks/", "acme.example", queuedDelivery(2))
+	took := time.Since(start)
+	if status != http.StatusServiceUnavailable || !strings.Contains(answer, `"error":{"message":`) {
+		t.Fatalf("with the replica hung: %d %s, want 503 with a JSON message", status, answer)
+	}
+	if took < 300*time.Millisecond || took > 1500*time.Millisecond {
+		t.Errorf("answered after %s, want about replicas_timeout (300ms)", took)
+	}
+	replica.Resume()
+	if status, answer := sendQueued(t, "/webhooks/", "acme.example", queuedDelivery(2)); status/100 != 2 {
+		t.Fatalf("sent again with the replica back: %d %s, want 2xx", status, answer)
+	}
+	waitUntil(t, "both deliveries at the app", func() bool { return app.distinct() == 2 })
+}
