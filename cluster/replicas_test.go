@@ -62,3 +62,26 @@ func replicasDelivery(body string) *queue.Delivery {
 		Body:   []byte(body),
 	}
 }
+
+// On a Redis Cluster, the wait for replicas runs on the primary that holds
+// the queue's keys.
+func TestQueueWithReplicasOnRedisCluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	replicas := srv.StartClusterReplicas(t)
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		return queue.Result{Status: http.StatusOK}
+	})
+	q := openQueue(t, newClient(t, srv, Options{Replicas: 1, ReplicasTimeout: 300 * time.Millisecond}), app.as("a"), fastRetries, QueueOptions{})
+	enqueue(t, q, "acme", "with the replicas up")
+	for _, r := range replicas {
+		r.Pause()
+		defer r.Resume()
+	}
+	if err := q.Enqueue(replicasDelivery("with the replicas hung")); !errors.Is(err, ErrReplicas) {
+		t.Fatalf("Enqueue with the replicas hung = %v, want ErrReplicas", err)
+	}
+	for _, r := range replicas {
+		r.Resume()
+	}
+	enqueue(t, q, "acme", "with the replicas back")
+}

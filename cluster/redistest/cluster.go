@@ -117,3 +117,45 @@ func (s *Server) doCluster(args ...string) (string, error) {
 	}
 	return strings.Join(lines, "\n"), nil
 }
+
+// StartClusterReplicas gives every primary of the cluster c one replica,
+// and waits until each has caught up. It returns the replicas.
+func (c *Server) StartClusterReplicas(t testing.TB) []*Server {
+	t.Helper()
+	var replicas []*Server
+	for _, n := range c.nodes {
+		id, err := n.Do("CLUSTER", "MYID")
+		if err != nil {
+			t.Fatalf("CLUSTER MYID: %v", err)
+		}
+		r := start(t, c.bin, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000")
+		if _, err := r.Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port)); err != nil {
+			t.Fatalf("CLUSTER MEET: %v", err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			// The replica must know its primary before it can follow it.
+			_, err := r.Do("CLUSTER", "REPLICATE", id)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("CLUSTER REPLICATE on %s: %v", r.Addr, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for {
+			info, _ := r.Do("INFO", "replication")
+			if strings.Contains(info, "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the replica on %s did not catch up with %s within 20s: %q", r.Addr, n.Addr, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		replicas = append(replicas, r)
+	}
+	return replicas
+}
