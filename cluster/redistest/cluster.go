@@ -159,3 +159,12 @@ func (c *Server) StartClusterReplicas(t testing.TB) []*Server {
 	}
 	return replicas
 }
+
+// ServicegateOption is the line of the servicegate global option that
+// names s: redis <url> for one server, redis_cluster <nodes> for a cluster.
+func (s *Server) ServicegateOption() string {
+	if s.nodes == nil {
+		return "redis " + s.URL()
+	}
+	return "redis_cluster " + strings.Join(s.Addrs(), " ")
+}
