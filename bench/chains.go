@@ -56,6 +56,9 @@ type chain struct {
 	// durableRedis: that redis-server syncs its append-only file before
 	// every answer (a queue's Redis).
 	durableRedis bool
+	// redisReplica: that redis-server has a replica (as durable), caught
+	// up before the chain's Caddy starts.
+	redisReplica bool
 	// files are written into bench/out before the chain's Caddy starts
 	// (name → content), e.g. an app descriptor.
 	files map[string]string
@@ -202,6 +205,15 @@ var allChains = []*chain{
 			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}",
 		globals: "servicegate {\n\tredis redis://127.0.0.1:{redis}\n}",
 		redis:   true, durableRedis: true,
+		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
+		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
+	},
+	{
+		name: "webhook-queue-redis-replicas1-1k", title: "service_webhook with queue in Redis and `replicas 1` (each delivery acknowledged once a replica has it; both Redis servers syncing their append-only files), 1 KB signed deliveries, against reverse_proxy",
+		handlers: "service_webhook {\n\tsecret " + benchSecret +
+			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}",
+		globals: "servicegate {\n\tredis redis://127.0.0.1:{redis}\n\treplicas 1\n}",
+		redis:   true, durableRedis: true, redisReplica: true,
 		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
 	},
@@ -394,6 +406,14 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 			return res
 		}
 		defer redis.stop() // after the Caddys have stopped (deferred later)
+	}
+	if c.redisReplica {
+		replica, err := startRedisReplica(env, c.name, c.durableRedis)
+		if err != nil {
+			res.err = err
+			return res
+		}
+		defer replica.stop()
 	}
 
 	plainCfg, chainCfg := c.caddyfiles(env)

@@ -25,6 +25,7 @@ type ports struct {
 	chainAdmin, chainHTTP      int
 	chainHTTPS, emulator       int
 	redis                      int // the redis-server of the chains that need one
+	redisReplica               int // its replica, for the chains that need one
 	testAdmin, testHTTP, testS int
 }
 
@@ -33,7 +34,7 @@ func newPorts(base int) ports {
 		upstream:   base + 1,
 		plainAdmin: base + 19, plainHTTP: base + 80, plainHTTPS: base + 443,
 		chainAdmin: base + 29, chainHTTP: base + 90, chainHTTPS: base + 453, emulator: base + 91,
-		redis:     base + 93,
+		redis: base + 93, redisReplica: base + 94,
 		testAdmin: base + 109, testHTTP: base + 180, testS: base + 143,
 	}
 }
@@ -41,7 +42,7 @@ func newPorts(base int) ports {
 // checkFree fails early, and says which port, when another program already
 // listens on one of the ports.
 func (p ports) checkFree() error {
-	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.redis, p.testAdmin, p.testHTTP} {
+	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.redis, p.redisReplica, p.testAdmin, p.testHTTP} {
 		ln, err := net.Listen("tcp", loopback(port))
 		if err != nil {
 			return fmt.Errorf("port %d on 127.0.0.1 is in use (another bench run? choose other ports with -port-base): %w", port, err)

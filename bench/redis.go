@@ -37,6 +37,39 @@ func startRedis(env *benchEnv, name string, durable bool) (*proc, error) {
 	return p, nil
 }
 
+// startRedisReplica runs a replica of the chain's redis-server on
+// ports.redisReplica (as durable as its primary), and waits until it has
+// caught up: a queue with replicas 1 acknowledges nothing before.
+func startRedisReplica(env *benchEnv, name string, durable bool) (*proc, error) {
+	dir := filepath.Join(env.out, name+".redis-replica")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	addr := loopback(env.ports.redisReplica)
+	args := append(redisArgs(env.ports.redisReplica, dir, durable), "--replicaof", "127.0.0.1", strconv.Itoa(env.ports.redis))
+	p, err := startProc("redis-server (replica)", filepath.Join(env.out, name+"-redis-replica.log"), nil, "redis-server", args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(addr, 10*time.Second); err != nil {
+		p.stop()
+		return nil, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, err := redisInfo(addr, "replication", time.Second)
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("the Redis replica on %s did not catch up within 10s: %q %v", addr, info, err)
+		}
+	}
+}
+
 // redisArgs are the arguments of the bench's redis-server: loopback only,
 // no snapshots; no append-only file, or, durable, one synced to disk before
 // every answer (appendfsync always: what a queue that loses nothing
@@ -90,22 +123,28 @@ func formatCommandStats(stats map[string]int64) string {
 // redisCommandStats sends INFO commandstats to the Redis at addr over RESP
 // and returns the calls per command (lower case, as Redis names them).
 func redisCommandStats(addr string, timeout time.Duration) (map[string]int64, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return nil, err
-	}
-	if _, err := io.WriteString(conn, "*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n"); err != nil {
-		return nil, err
-	}
-	info, err := readBulkString(bufio.NewReader(conn), 1<<20)
+	info, err := redisInfo(addr, "commandstats", timeout)
 	if err != nil {
 		return nil, err
 	}
 	return parseCommandStats(info)
+}
+
+// redisInfo sends INFO <section> to the Redis at addr over RESP and
+// returns its text.
+func redisInfo(addr, section string, timeout time.Duration) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return "", err
+	}
+	if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+		return "", err
+	}
+	return readBulkString(bufio.NewReader(conn), 1<<20)
 }
 
 // readBulkString reads one RESP bulk string of at most max bytes; an

@@ -41,8 +41,10 @@ func TestRedisChainCaddyfiles(t *testing.T) {
 		plain, chain := c.caddyfiles(env)
 		pg, pr := splitCaddyfile(t, plain)
 		cg, cr := splitCaddyfile(t, chain)
-		if c.name == "webhook-queue-redis-1k" {
+		if c.name == "webhook-queue-redis-1k" || c.name == "webhook-queue-redis-replicas1-1k" {
+			replicas := c.name == "webhook-queue-redis-replicas1-1k"
 			if strings.Join(pr, "|") != "reverse_proxy 127.0.0.1:18001" || !c.redis || !c.durableRedis ||
+				c.redisReplica != replicas || strings.Contains(cg, "replicas 1") != replicas ||
 				!strings.Contains(cg, "redis redis://127.0.0.1:18093") || strings.Contains(pg, "servicegate") ||
 				strings.Contains(strings.Join(cr, "\n"), "dir ") {
 				t.Errorf("%s: plain route %q, chain globals\n%s\nchain route %q", c.name, pr, cg, cr)

@@ -210,3 +210,24 @@ func sizeTo(dst *int64) func(d *caddyfile.Dispenser) error {
 		return err
 	}
 }
+
+// onOffArg reads "on" or "off".
+func onOffArg(d *caddyfile.Dispenser) (bool, error) {
+	name := d.Val()
+	v, err := oneArg(d)
+	if err != nil {
+		return false, err
+	}
+	if v != "on" && v != "off" {
+		return false, d.Errf("%s must be on or off, not %q", name, v)
+	}
+	return v == "on", nil
+}
+
+// onOffTo is a sub-directive whose "on" or "off" is stored in *dst.
+func onOffTo(dst *bool) func(d *caddyfile.Dispenser) error {
+	return func(d *caddyfile.Dispenser) (err error) {
+		*dst, err = onOffArg(d)
+		return err
+	}
+}

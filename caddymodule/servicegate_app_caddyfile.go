@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -14,7 +13,13 @@ func init() {
 // parseServicegateOption sets up the servicegate app from the global option:
 //
 //	servicegate {
-//		redis <url>
+//		redis <url>                                 # one server
+//		redis_sentinel <master-name> <host:port>... # or: Sentinel, the sentinels' addresses
+//		redis_cluster <host:port>...                # or: some nodes of a Redis Cluster
+//		password <password>                         # for the forms without a URL
+//		tls on|off
+//		replicas <n>
+//		replicas_timeout <duration>
 //		key_prefix <prefix>
 //		timeout <duration>
 //	}
@@ -25,40 +30,35 @@ func parseServicegateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		return nil, d.Err("the servicegate global option is given more than once")
 	}
 	app := new(App)
-	d.Next() // the option's name
-	if d.NextArg() {
-		return nil, d.ArgErr()
+	err := parseDirective(d, map[string]subdirective{
+		"redis": once(stringArg(&app.Redis)),
+		"redis_sentinel": once(func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
+			if len(args) < 2 {
+				return d.Errf("redis_sentinel takes the primary's name, then at least one sentinel's host:port")
+			}
+			app.RedisSentinel = &RedisSentinel{Master: args[0], Addresses: args[1:]}
+			return nil
+		}),
+		"redis_cluster": once(func(d *caddyfile.Dispenser) (err error) {
+			app.RedisCluster, err = someArgs(d)
+			return err
+		}),
+		"password":   once(stringArg(&app.Password)),
+		"tls":        once(onOffTo(&app.TLS)),
+		"key_prefix": once(stringArg(&app.KeyPrefix)),
+		"timeout":    once(durationTo(&app.Timeout)),
+		"replicas": once(func(d *caddyfile.Dispenser) (err error) {
+			app.Replicas, err = intArg(d, 0)
+			return err
+		}),
+		"replicas_timeout": once(durationTo(&app.ReplicasTimeout)),
+	})
+	if err != nil {
+		return nil, err
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "redis":
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			app.Redis = d.Val()
-		case "key_prefix":
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			app.KeyPrefix = d.Val()
-		case "timeout":
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return nil, d.Errf("servicegate timeout: %v", err)
-			}
-			app.Timeout = caddy.Duration(dur)
-		default:
-			return nil, d.Errf("unknown servicegate option %q (known: redis, key_prefix, timeout)", d.Val())
-		}
-		if d.NextArg() {
-			return nil, d.ArgErr()
-		}
-	}
-	if app.Redis == "" {
-		return nil, d.Err("servicegate: redis <url> is required")
+	if err := app.check(); err != nil {
+		return nil, directiveErr(d, err)
 	}
 	return httpcaddyfile.App{Name: "servicegate", Value: caddyconfig.JSON(app, nil)}, nil
 }

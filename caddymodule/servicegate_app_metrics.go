@@ -22,7 +22,16 @@ var redisErrorsBy = func() (by [len(cluster.Ops)]prometheus.Counter) {
 	return by
 }()
 
+// redisPrimary is 1 for the Redis primary the instance reaches through
+// Sentinel now; the series of a former primary is removed.
+var redisPrimary = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Namespace: "servicegate",
+	Name:      "redis_primary",
+	Help:      "1 for the Redis primary (host:port) this instance reaches through Sentinel now.",
+}, []string{"address"})
+
 // registerRedisMetrics registers the collectors on reg.
 func registerRedisMetrics(reg prometheus.Registerer) {
 	registerCollector(reg, redisErrors)
+	registerCollector(reg, redisPrimary)
 }

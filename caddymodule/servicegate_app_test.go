@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/cluster/redistest"
@@ -374,4 +375,43 @@ func connectionsReceived(t *testing.T, srv *redistest.Server) int {
 	}
 	t.Fatal("no total_connections_received in INFO stats")
 	return 0
+}
+
+func TestServicegateAppSentinelAndClusterFormsShareOneClient(t *testing.T) {
+	for name, cfg := range map[string]App{
+		"sentinel": {RedisSentinel: &RedisSentinel{Master: "mymaster", Addresses: []string{"127.0.0.1:1", "127.0.0.1:2"}}, Password: "hunter2", Replicas: 1},
+		"cluster":  {RedisCluster: []string{"127.0.0.1:1", "127.0.0.1:2"}, Password: "hunter2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var clients []*cluster.Client
+			for range 2 {
+				ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
+				a := cfg
+				if err := a.Provision(ctx); err != nil {
+					t.Fatal(err)
+				}
+				clients = append(clients, a.Client())
+				defer cancel()
+				defer func() { _ = a.Cleanup() }()
+			}
+			if clients[0] != clients[1] {
+				t.Error("two configs naming the same Redis the same way have two clients, want one shared")
+			}
+			if addr := clients[0].Addr(); !strings.HasPrefix(addr, name+" ") || strings.Contains(addr, "hunter2") {
+				t.Errorf("Addr() = %q, want the %s form's nodes and no password", addr, name)
+			}
+		})
+	}
+}
+
+func TestRedisPrimaryGaugeFollowsThePromotion(t *testing.T) {
+	reportRedisPrimary("", "10.0.0.1:6379")
+	reportRedisPrimary("10.0.0.1:6379", "10.0.0.2:6379")
+	defer redisPrimary.Reset()
+	if n := testutil.CollectAndCount(redisPrimary); n != 1 {
+		t.Errorf("%d series, want one: the former primary's is removed", n)
+	}
+	if v := testutil.ToFloat64(redisPrimary.WithLabelValues("10.0.0.2:6379")); v != 1 {
+		t.Errorf("servicegate_redis_primary{address=10.0.0.2:6379} = %v, want 1", v)
+	}
 }

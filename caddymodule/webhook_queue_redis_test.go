@@ -17,9 +17,10 @@ import (
 )
 
 // sharedQueueCaddyfile is the config of one of several Caddy processes
-// whose /webhooks queue deliveries to app in the Redis at redisURL.
-func sharedQueueCaddyfile(port int, redisURL string, app *queueApp) string {
-	return queueProcessCaddyfile(port, app, "servicegate {\n\t\tredis "+redisURL+"\n\t\ttimeout 2s\n\t}",
+// whose /webhooks queue deliveries to app in the Redis that redisOption
+// names (a line of the servicegate option: redis <url>, redis_cluster …).
+func sharedQueueCaddyfile(port int, redisOption string, app *queueApp) string {
+	return queueProcessCaddyfile(port, app, "servicegate {\n\t\t"+redisOption+"\n\t\ttimeout 2s\n\t}",
 		"timeout 1s\nconcurrency 4")
 }
 
@@ -31,7 +32,11 @@ func TestWebhookQueueSharedThroughRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Caddy processes: skipped in -short mode")
 	}
-	srv := redistest.Start(t)
+	t.Run("redis", func(t *testing.T) { sharedQueue(t, redistest.Start(t)) })
+	t.Run("redis_cluster", func(t *testing.T) { sharedQueue(t, redistest.StartCluster(t)) })
+}
+
+func sharedQueue(t *testing.T, srv *redistest.Server) {
 	const total, orgs = 300, 3
 	app, slow := slowQueueApp(t, 15*time.Millisecond)
 
@@ -40,7 +45,7 @@ func TestWebhookQueueSharedThroughRedis(t *testing.T) {
 	for range 2 {
 		port := freePort()
 		base := "http://127.0.0.1:" + strconv.Itoa(port)
-		p := startCaddyProcess(t, sharedQueueCaddyfile(port, srv.URL(), app))
+		p := startCaddyProcess(t, sharedQueueCaddyfile(port, srv.ServicegateOption(), app))
 		waitListening(t, base+"/ready", p)
 		bases, procs = append(bases, base), append(procs, p)
 	}

@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +22,9 @@ const (
 	DefaultKeyPrefix   = "servicegate:"
 	DefaultTimeout     = 250 * time.Millisecond
 	DefaultLogInterval = 10 * time.Second
+	// DefaultReplicasTimeout is how long a write that must not be lost
+	// waits for its replicas (Options.Replicas).
+	DefaultReplicasTimeout = 500 * time.Millisecond
 )
 
 // Op names a kind of Redis call, for metrics and log lines.
@@ -92,11 +98,33 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// Options configure a Client.
+// Options configure a Client. Exactly one of URL, Sentinel and Cluster
+// names the Redis it talks to.
 type Options struct {
 	// URL is the Redis server: redis://[user:password@]host:port/db, or
 	// rediss:// for TLS (see redis.ParseURL for the query options).
 	URL string
+	// Sentinel reaches the primary that Redis Sentinel watches under a
+	// name, and follows it when the sentinels promote a replica.
+	Sentinel *Sentinel
+	// Cluster is some nodes of a Redis Cluster (host:port); the client
+	// learns the others from them.
+	Cluster []string
+	// Password authenticates to the Sentinel or Cluster nodes (and to the
+	// sentinels). A URL carries its own.
+	Password string
+	// TLS connects to the Sentinel or Cluster nodes with TLS. A URL says
+	// it with rediss://.
+	TLS bool
+	// Replicas is how many replicas must have a write that must not be
+	// lost (a queued delivery before it is acknowledged, a dead letter, a
+	// replay) before it counts as done: WAIT after the write. 0, the
+	// default, waits for none: a primary that dies may take its last
+	// writes with it.
+	Replicas int
+	// ReplicasTimeout bounds that wait; fewer confirmations within it
+	// make the write fail (ErrReplicas). Default DefaultReplicasTimeout.
+	ReplicasTimeout time.Duration
 	// KeyPrefix starts every key and channel name. Default
 	// DefaultKeyPrefix.
 	KeyPrefix string
@@ -108,6 +136,10 @@ type Options struct {
 	// most once per LogInterval, with how many failures went unlogged
 	// since the last line; and the first success after a failure (err nil).
 	Log func(op Op, err error, suppressed int)
+	// OnPrimary, when set, is told of the primary the client connects to
+	// through Sentinel: once for the first (was ""), then once each time
+	// it changes (a promotion). Not called for the other forms.
+	OnPrimary func(was, now string)
 	// LogInterval is the least time between two failure lines. Default
 	// DefaultLogInterval.
 	LogInterval time.Duration
@@ -116,15 +148,27 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Client is one connection pool to a Redis server and one pub/sub
-// listener, shared by everything that uses the same server and prefix. Its
-// methods are safe for concurrent use.
+// Sentinel names a primary watched by Redis Sentinel.
+type Sentinel struct {
+	// Master is the name the sentinels know the primary by.
+	Master string
+	// Addrs are the sentinels' host:port.
+	Addrs []string
+}
+
+// Client is one connection pool to a Redis server (or the nodes of a
+// Sentinel or Cluster deployment) and one pub/sub listener, shared by
+// everything that uses the same Redis and prefix. Its methods are safe for
+// concurrent use.
 type Client struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	prefix  string
 	timeout time.Duration
 	opts    Options
 	addr    string
+
+	primaryMu sync.Mutex
+	primary   string // host:port of the Sentinel primary last connected to
 
 	failing  atomic.Bool
 	logMu    sync.Mutex
@@ -140,15 +184,10 @@ type Client struct {
 
 type listener struct{ fn func(payload string) }
 
-// New returns a Client for o.URL. It does not wait for Redis: a server
-// that is down is reported on first use, and the client recovers by
-// itself when it is back.
+// New returns a Client for the Redis o names. It does not wait for Redis:
+// a server that is down is reported on first use, and the client recovers
+// by itself when it is back.
 func New(o Options) (*Client, error) {
-	ro, err := redis.ParseURL(o.URL)
-	if err != nil {
-		// ParseURL's errors may quote the URL, password included.
-		return nil, errors.New("the Redis URL is not of the form redis://[user:password@]host:port/db or rediss://…")
-	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultKeyPrefix
 	}
@@ -161,23 +200,22 @@ func New(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	ro.ContextTimeoutEnabled = true
-	ro.DialTimeout = o.Timeout
-	ro.ReadTimeout = o.Timeout
-	ro.WriteTimeout = o.Timeout
-	ro.PoolTimeout = o.Timeout
-	ro.MaxRetries = 1
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-
+	if o.Replicas < 0 {
+		return nil, errors.New("replicas must not be negative")
+	}
+	if o.ReplicasTimeout <= 0 {
+		o.ReplicasTimeout = DefaultReplicasTimeout
+	}
 	c := &Client{
-		rdb:       redis.NewClient(ro),
 		prefix:    o.KeyPrefix,
 		timeout:   o.Timeout,
 		opts:      o,
-		addr:      ro.Addr,
 		listeners: make(map[string]map[*listener]struct{}),
 		done:      make(chan struct{}),
+	}
+	var err error
+	if c.rdb, c.addr, err = dial(o, c.connectedTo); err != nil {
+		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
@@ -188,21 +226,147 @@ func New(o Options) (*Client, error) {
 	return c, nil
 }
 
-// Addr is the host:port of the Redis server, without credentials: safe to log.
+// dial makes the go-redis client of the form o names, and says where it
+// goes without credentials (safe to log). The Sentinel form tells
+// connected the primary's address on every new connection.
+func dial(o Options, connected func(addr string)) (rdb redis.UniversalClient, addr string, err error) {
+	forms := 0
+	for _, set := range []bool{o.URL != "", o.Sentinel != nil, len(o.Cluster) > 0} {
+		if set {
+			forms++
+		}
+	}
+	if forms != 1 {
+		return nil, "", errors.New("name the Redis one way: a URL, a Sentinel master and its sentinels, or Cluster nodes")
+	}
+	var tlsConfig *tls.Config
+	if o.TLS {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	// Calls are bounded by Timeout and retried once; the connection pool
+	// waits no longer than a call.
+	noMaint := func() *maintnotifications.Config {
+		return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+	switch {
+	case o.URL != "":
+		if o.Password != "" || o.TLS {
+			return nil, "", errors.New("a Redis URL carries its own password and TLS (rediss://)")
+		}
+		ro, err := redis.ParseURL(o.URL)
+		if err != nil {
+			// ParseURL's errors may quote the URL, password included.
+			return nil, "", errors.New("the Redis URL is not of the form redis://[user:password@]host:port/db or rediss://…")
+		}
+		ro.ContextTimeoutEnabled = true
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = o.Timeout, o.Timeout, o.Timeout, o.Timeout
+		ro.MaxRetries = 1
+		ro.DisableIdentity = true
+		ro.MaintNotificationsConfig = noMaint()
+		return redis.NewClient(ro), ro.Addr, nil
+	case o.Sentinel != nil:
+		if o.Sentinel.Master == "" || len(o.Sentinel.Addrs) == 0 {
+			return nil, "", errors.New("Redis Sentinel needs the primary's name and at least one sentinel's host:port")
+		}
+		fc := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            o.Sentinel.Master,
+			SentinelAddrs:         o.Sentinel.Addrs,
+			Password:              o.Password,
+			SentinelPassword:      o.Password,
+			TLSConfig:             tlsConfig,
+			ContextTimeoutEnabled: true,
+			DialTimeout:           o.Timeout,
+			ReadTimeout:           o.Timeout,
+			WriteTimeout:          o.Timeout,
+			PoolTimeout:           o.Timeout,
+			MaxRetries:            1,
+			DisableIdentity:       true,
+		})
+		// The client's own connections all go to the primary (the
+		// sentinels have clients of their own).
+		fc.AddHook(dialHook(func(conn net.Conn) { connected(conn.RemoteAddr().String()) }))
+		return fc, "sentinel " + o.Sentinel.Master + " via " + strings.Join(o.Sentinel.Addrs, ","), nil
+	default:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                    o.Cluster,
+			Password:                 o.Password,
+			TLSConfig:                tlsConfig,
+			ContextTimeoutEnabled:    true,
+			DialTimeout:              o.Timeout,
+			ReadTimeout:              o.Timeout,
+			WriteTimeout:             o.Timeout,
+			PoolTimeout:              o.Timeout,
+			MaxRetries:               1,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: noMaint(),
+		}), "cluster " + strings.Join(o.Cluster, ","), nil
+	}
+}
+
+// dialHook is a go-redis hook that tells of every new connection.
+type dialHook func(conn net.Conn)
+
+func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			h(conn)
+		}
+		return conn, err
+	}
+}
+
+func (dialHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// connectedTo notes a new connection to the Sentinel primary at addr, and
+// reports a change of primary once.
+func (c *Client) connectedTo(addr string) {
+	c.primaryMu.Lock()
+	was := c.primary
+	c.primary = addr
+	c.primaryMu.Unlock()
+	if was != addr && c.opts.OnPrimary != nil {
+		c.opts.OnPrimary(was, addr)
+	}
+}
+
+// Addr says where the Redis is, without credentials: safe to log. A
+// host:port for a URL; "sentinel <master> via <sentinels>" or
+// "cluster <nodes>" for the other forms.
 func (c *Client) Addr() string { return c.addr }
 
 // Prefix is the key prefix.
 func (c *Client) Prefix() string { return c.prefix }
 
-// Redis is the underlying go-redis client, for the parts of servicegate
-// that build their own commands on this Client's connections. Bound each
-// call with Call.
-func (c *Client) Redis() *redis.Client { return c.rdb }
+// Redis is the underlying go-redis client (a single server's, Sentinel's
+// or Cluster's), for the parts of servicegate that build their own
+// commands on this Client's connections. Bound each call with Call; keys
+// that one script or transaction touches must share a hash tag (see Key).
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// TaggedKey is the Redis key <prefix>{<tag>}<rest>. Redis Cluster keeps
+// the keys of one hash tag on one node, and runs a script or a transaction
+// only on keys of one node: keys that one script or transaction touches
+// (or that a script names itself, from a common base) must share their
+// tag. A key only ever touched alone needs none: <prefix><name> spreads
+// over the nodes. Any key of servicegate is one of the two.
+func (c *Client) TaggedKey(tag, rest string) string {
+	return c.prefix + "{" + tag + "}" + rest
+}
 
 // Call runs fn with a context bounded by the Client's timeout and reports
 // its error as op; redis.Nil (no such key) is not a failure.
 func (c *Client) Call(ctx context.Context, op Op, fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	return c.callWithin(ctx, op, c.timeout, fn)
+}
+
+// callWithin is Call bounded by timeout.
+func (c *Client) callWithin(ctx context.Context, op Op, timeout time.Duration, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	err := fn(ctx)
 	cancel()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -217,6 +381,51 @@ func (c *Client) Call(ctx context.Context, op Op, fn func(ctx context.Context) e
 // failure counts as any other (OpPing).
 func (c *Client) Ping(ctx context.Context) error {
 	return c.Call(ctx, OpPing, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() })
+}
+
+// ErrReplicas is the error of a write that fewer replicas than
+// Options.Replicas confirmed within Options.ReplicasTimeout: it may be on
+// the primary alone, which could take it along if it died, so it is not
+// to be acknowledged.
+var ErrReplicas = errors.New("fewer Redis replicas than required confirmed the write")
+
+// durable runs write, a write whose loss would lose something
+// acknowledged, as op. With Options.Replicas set, it runs on one
+// connection to the primary that holds key, followed by WAIT on that
+// connection: the write counts as done only once that many replicas have
+// it (or anything the primary did after it) within
+// Options.ReplicasTimeout; else the error is ErrReplicas. write's redis.Nil
+// is not a failure, and is returned once the replicas confirm.
+func (c *Client) durable(ctx context.Context, op Op, key string, write func(ctx context.Context, r redis.Scripter) error) error {
+	n := c.opts.Replicas
+	if n == 0 {
+		return c.Call(ctx, op, func(ctx context.Context) error { return write(ctx, c.rdb) })
+	}
+	return c.callWithin(ctx, op, c.timeout+c.opts.ReplicasTimeout, func(ctx context.Context) error {
+		node, ok := c.rdb.(*redis.Client) // one server, or Sentinel's primary
+		if cc, isCluster := c.rdb.(*redis.ClusterClient); isCluster {
+			var err error
+			if node, err = cc.MasterForKey(ctx, key); err != nil {
+				return err
+			}
+		} else if !ok {
+			return fmt.Errorf("a %T cannot wait for replicas", c.rdb)
+		}
+		conn := node.Conn()
+		defer conn.Close()
+		werr := write(ctx, conn)
+		if werr != nil && !errors.Is(werr, redis.Nil) {
+			return werr
+		}
+		got, err := conn.Wait(ctx, n, c.opts.ReplicasTimeout).Result()
+		if err != nil {
+			return err
+		}
+		if got < int64(n) {
+			return fmt.Errorf("%w: %d of %d within %s", ErrReplicas, got, n, c.opts.ReplicasTimeout)
+		}
+		return werr
+	})
 }
 
 // CallError is a failed Redis call, as Call returns it. Its failure has
@@ -297,6 +506,25 @@ func (c *Client) succeeded(op Op) {
 	c.lastLog, c.unlogged = time.Time{}, 0
 	c.logMu.Unlock()
 	c.opts.Log(op, nil, suppressed)
+}
+
+// scan calls fn with every key matching pattern (SCAN MATCH), on every
+// primary of a Redis Cluster.
+func (c *Client) scan(ctx context.Context, pattern string, fn func(key string)) error {
+	var mu sync.Mutex
+	each := func(ctx context.Context, r redis.UniversalClient) error {
+		iter := r.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			fn(iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return each(ctx, node) })
+	}
+	return each(ctx, c.rdb)
 }
 
 // Publish sends payload on channel (the prefix is added) to every

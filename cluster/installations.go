@@ -38,11 +38,18 @@ func (c *Client) Installations(app string) *Installations {
 		channel: "installations:" + scope + ":changed", lockKey: c.prefix + "installations:" + scope + ":lock:"}
 }
 
-// Put implements installations.Store, and announces the change.
+// putScript stores a field of the hash; a script, so that it runs on the
+// connection that then waits for the replicas (see Client.durable).
+var putScript = redis.NewScript(`redis.call("HSET", KEYS[1], ARGV[1], ARGV[2]) return 1`)
+
+// Put implements installations.Store, and announces the change. An
+// installation is stored before it is confirmed to the service: with
+// replicas set, it counts as stored only once that many replicas have it
+// (else ErrReplicas, which the lifecycle call answers 503).
 func (s *Installations) Put(organization string, sealed []byte) error {
 	ctx := context.Background()
-	if err := s.c.Call(ctx, OpSet, func(ctx context.Context) error {
-		return s.c.rdb.HSet(ctx, s.key, organization, sealed).Err()
+	if err := s.c.durable(ctx, OpSet, s.key, func(ctx context.Context, r redis.Scripter) error {
+		return putScript.Run(ctx, r, []string{s.key}, organization, sealed).Err()
 	}); err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func installationsInstance(t *testing.T, srv *redistest.Server, grant func(conte
 }
 
 func TestInstallationsSharedByInstances(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
@@ -121,7 +121,7 @@ func TestInstallationsSharedByInstances(t *testing.T) {
 // TestInstallationsRenewalDoesNotBringBackRemoved: a token renewed on one
 // instance while another removes the installation does not store it again.
 func TestInstallationsRenewalDoesNotBringBackRemoved(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	now := func() time.Time { return time.Now() }
 	started := make(chan struct{})
 	release := make(chan struct{})

@@ -40,7 +40,7 @@ type oauthRig struct {
 
 func newOAuthRig(t *testing.T) *oauthRig {
 	t.Helper()
-	r := &oauthRig{srv: redistest.Start(t), clock: new(oauthClock)}
+	r := &oauthRig{srv: startRedis(t), clock: new(oauthClock)}
 	r.clock.ns.Store(time.Now().UnixNano())
 	emu, err := emulator.New(emulator.Config{
 		ClientID:      "demo-client",
@@ -118,7 +118,7 @@ func (r *oauthRig) login(t *testing.T, a, b *oauth.Manager) (string, oauth.Sessi
 }
 
 func TestOAuthStoreRoundTripSealedWithTTL(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	store := newClient(t, srv, Options{KeyPrefix: "sg:"}).OAuthStore(OAuthSessions, nil)
 	ctx := context.Background()
 	id := oauth.NewID()

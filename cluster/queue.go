@@ -21,7 +21,9 @@ import (
 )
 
 // queueKeys is the key space of the shared webhook queues:
-// <prefix>queue:<name>:… (see queue_scripts.go).
+// <prefix>{queue:<name>}:… (see queue_scripts.go). The scripts name the
+// organizations' keys themselves, so the whole queue is one hash tag: in a
+// Redis Cluster, one queue lives on one node.
 const queueKeys = "queue:"
 
 // DefaultQueuePoll is the default of QueueOptions.Poll.
@@ -108,7 +110,7 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 	}
 	opts = opts.WithDefaults()
 	q := &Queue{
-		c: c, base: c.prefix + queueKeys + qo.Name + ":", sender: sender, opts: opts, qo: qo,
+		c: c, base: c.queueBase(qo.Name), sender: sender, opts: opts, qo: qo,
 		consumer: randomHex(8),
 		wake:     make(chan struct{}, 1),
 		slots:    make(chan struct{}, opts.Concurrency),
@@ -118,6 +120,9 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 	go q.run()
 	return q, nil
 }
+
+// queueBase is the start of every key of the queue called name.
+func (c *Client) queueBase(name string) string { return c.TaggedKey(queueKeys+name, ":") }
 
 func (q *Queue) key(name string) string { return q.base + name }
 
@@ -140,9 +145,9 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 	// resends a call whose answer was lost) returns the ID it gave.
 	token := q.key("t:" + randomHex(12))
 	var id string
-	err = q.c.Call(q.ctx, OpQueueAdd, func(ctx context.Context) error {
+	err = q.c.durable(q.ctx, OpQueueAdd, q.base, func(ctx context.Context, r redis.Scripter) error {
 		var err error
-		id, err = queueAddScript.Run(ctx, q.c.rdb,
+		id, err = queueAddScript.Run(ctx, r,
 			[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup, q.key("epoch"), token},
 			randomHex(6), meta, payload, now.UnixMilli(), q.opts.Dedup.Milliseconds(), d.Organization).Text()
 		return err
@@ -320,14 +325,24 @@ func (q *Queue) settle(cl *claimed, mode string, m queue.Meta, due time.Time, ne
 		takeNext = "1"
 	}
 	var reply any
-	err := q.c.Call(context.WithoutCancel(q.ctx), OpQueueSettle, func(ctx context.Context) error {
+	// A dead letter is a write that must not be lost; the other modes
+	// only move a delivery that Redis' replicas already have, and a lost
+	// "done" sends it again (at least once).
+	settle := func(ctx context.Context, r redis.Scripter) error {
 		var err error
-		reply, err = queueSettleScript.Run(ctx, q.c.rdb,
+		reply, err = queueSettleScript.Run(ctx, r,
 			[]string{q.key("ready"), q.key("pending"), q.key("age"), q.key("s:" + cl.org), q.key("l:" + cl.org), q.key("dead"), q.key("deadp")},
 			cl.entry, m.ID, q.consumer, q.opts.Now().UnixMilli(), cl.org, mode, meta, due.UnixMilli(),
 			takeNext, q.qo.Lease.Milliseconds(), q.base).Result()
 		return err
-	})
+	}
+	ctx := context.WithoutCancel(q.ctx)
+	var err error
+	if mode == "bury" {
+		err = q.c.durable(ctx, OpQueueSettle, q.base, settle)
+	} else {
+		err = q.c.Call(ctx, OpQueueSettle, func(ctx context.Context) error { return settle(ctx, q.c.rdb) })
+	}
 	if err != nil {
 		q.reportError(fmt.Errorf("webhook queue: recording the attempt of %s (%s): %w", m.ID, mode, err))
 		return nil
@@ -425,9 +440,9 @@ func (q *Queue) Replay(id string) error {
 	m.Dead, m.Attempts, m.NextAttempt, m.LastStatus, m.LastError = "", 0, now, 0, ""
 	meta, _ := json.Marshal(m)
 	var n int64
-	err = q.c.Call(q.ctx, OpQueueAdmin, func(ctx context.Context) error {
+	err = q.c.durable(q.ctx, OpQueueAdmin, q.base, func(ctx context.Context, r redis.Scripter) error {
 		var err error
-		n, err = queueReviveScript.Run(ctx, q.c.rdb,
+		n, err = queueReviveScript.Run(ctx, r,
 			[]string{q.key("dead"), q.key("deadp"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + m.Organization)},
 			id, meta, now.UnixMilli(), m.Organization).Int64()
 		return err

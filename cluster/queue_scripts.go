@@ -2,8 +2,9 @@ package cluster
 
 import "github.com/redis/go-redis/v9"
 
-// The shared webhook queue's Redis data, under <prefix>queue:<name>: (the
-// base, passed to scripts that name per-organization keys):
+// The shared webhook queue's Redis data, under <prefix>{queue:<name>}: (the
+// base, passed to scripts that name per-organization keys; one hash tag,
+// so that every script runs on a Redis Cluster):
 //
 //	seq        INCR counter numbering the deliveries
 //	epoch      random prefix of the delivery IDs, set with the first delivery
@@ -32,6 +33,9 @@ import "github.com/redis/go-redis/v9"
 //
 // The call's token key remembers the ID for a minute, so that the same
 // call run again (resent after its answer was lost) stores nothing twice.
+// Such a call and a duplicate still write (they touch the key that
+// found them), so that a WAIT after them (Options.Replicas) confirms the
+// first call's write too: replication keeps the primary's order.
 //
 //	KEYS: seq pending age ready stream dedup epoch token
 //	ARGV: epoch-if-none meta payload now-ms dedup-ms org
@@ -39,9 +43,15 @@ import "github.com/redis/go-redis/v9"
 // It returns the delivery's ID, or false for a duplicate.
 var queueAddScript = redis.NewScript(`
 local again = redis.call('GET', KEYS[8])
-if again then return again end
+if again then
+  redis.call('PEXPIRE', KEYS[8], 60000)
+  return again
+end
 if tonumber(ARGV[5]) > 0 then
-  if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then return false end
+  if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then
+    redis.call('SET', KEYS[6], '1', 'KEEPTTL')
+    return false
+  end
 end
 local epoch = redis.call('GET', KEYS[7])
 if not epoch then

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/servicegate/servicegate/cluster/redistest"
 	"github.com/servicegate/servicegate/queue"
 )
 
@@ -139,7 +138,7 @@ func enqueue(t *testing.T, q queue.Deliveries, org, body string) *queue.Delivery
 }
 
 func TestQueueSharedByInstancesKeepsEachOrganizationInOrder(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
 		time.Sleep(time.Millisecond)
 		if m.Attempts == 1 && strings.HasSuffix(body, "-7") {
@@ -208,7 +207,7 @@ func TestQueueSharedByInstancesKeepsEachOrganizationInOrder(t *testing.T) {
 }
 
 func TestQueueTakesOverTheDeliveriesOfADeadInstance(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	stuck := make(chan struct{})
 	defer close(stuck)
 	// Instance a takes the head and never comes back, as a process killed
@@ -253,7 +252,7 @@ func TestQueueTakesOverTheDeliveriesOfADeadInstance(t *testing.T) {
 }
 
 func TestQueueCloseHandsDeliveriesOverAtOnce(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	slow, took := newStuckApp(t)
 	a, err := newClient(t, srv, Options{}).OpenQueue(slow.as("a"), fastRetries, QueueOptions{Name: "app", Lease: time.Minute})
 	if err != nil {
@@ -273,7 +272,7 @@ func TestQueueCloseHandsDeliveriesOverAtOnce(t *testing.T) {
 }
 
 func TestQueueDeadLettersReplayAndDrop(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	var fixed atomic.Bool
 	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
 		if fixed.Load() {
@@ -331,7 +330,7 @@ func TestQueueDeadLettersReplayAndDrop(t *testing.T) {
 }
 
 func TestQueueDedupWindow(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	o := fastRetries
 	o.Dedup = time.Minute
 	q := openQueue(t, newClient(t, srv, Options{}), newAppStub(t, nil).as("a"), o, QueueOptions{})
@@ -344,7 +343,7 @@ func TestQueueDedupWindow(t *testing.T) {
 }
 
 func TestQueueEnqueueFailsWhileRedisIsDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	q := openQueue(t, newClient(t, srv, Options{Timeout: 300 * time.Millisecond}), newAppStub(t, nil).as("a"), fastRetries, QueueOptions{})
 	srv.Stop()
 	d := &queue.Delivery{Meta: queue.Meta{Organization: "acme"}, Header: http.Header{}, Body: []byte("x")}
@@ -359,7 +358,7 @@ func TestQueueEnqueueFailsWhileRedisIsDown(t *testing.T) {
 }
 
 func TestQueueIDsStayUniqueWhenRedisLosesTheQueue(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	q := openQueue(t, newClient(t, srv, Options{}), newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
 		return queue.Result{Status: http.StatusServiceUnavailable}
 	}).as("a"), fastRetries, QueueOptions{})
@@ -380,11 +379,11 @@ func TestQueueIDsStayUniqueWhenRedisLosesTheQueue(t *testing.T) {
 // An add call resent after its answer was lost (go-redis retries once on a
 // broken connection) stores the delivery once and returns the same ID.
 func TestQueueAddCalledTwiceStoresOnce(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c := newClient(t, srv, Options{})
 	// Only the script runs: a queue's delivery loop would take the entry
 	// (its payload is no payload) and bury it before the count below.
-	q := &Queue{c: c, base: c.prefix + queueKeys + "app:"}
+	q := &Queue{c: c, base: c.queueBase("app")}
 	keys := []string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:acme"), q.key("d:x"), q.key("epoch"), q.key("t:same")}
 	var ids []string
 	for range 2 {
@@ -405,7 +404,7 @@ func TestQueueAddCalledTwiceStoresOnce(t *testing.T) {
 // An idle queue polling a Redis that is away reports nothing itself: the
 // Client counts and logs failed calls, at most a line per LogInterval.
 func TestQueueWithRedisAwayLeavesTheLoggingToTheClient(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	var reported, logged atomic.Int32
 	o := fastRetries
 	o.OnError = func(error) { reported.Add(1) }
@@ -430,7 +429,7 @@ func TestQueueWithRedisAwayLeavesTheLoggingToTheClient(t *testing.T) {
 // another (a rolling restart); the names of the consumers that are gone do
 // not pile up in its group.
 func TestQueueForgetsTheConsumersOfClosedInstances(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	gate := make(chan struct{})
 	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
 		select {
@@ -442,7 +441,7 @@ func TestQueueForgetsTheConsumersOfClosedInstances(t *testing.T) {
 	})
 	c := newClient(t, srv, Options{})
 	const instances = 6
-	stream := c.prefix + queueKeys + "app:s:acme"
+	stream := c.queueBase("app") + "s:acme"
 	for i := 0; i < instances; i++ {
 		q, err := c.OpenQueue(app.as(fmt.Sprint("instance-", i)), fastRetries, QueueOptions{Name: "app", Lease: time.Minute, Poll: 20 * time.Millisecond})
 		if err != nil {
@@ -484,7 +483,7 @@ func TestQueueForgetsTheConsumersOfClosedInstances(t *testing.T) {
 // Stats counts every delivery not yet settled, the one in flight too, and
 // gives the oldest one's arrival; with Redis away it keeps the last it read.
 func TestQueueStatsCountsTheWaitingAndTheOldest(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	app, took := newStuckApp(t)
 	q := openQueue(t, newClient(t, srv, Options{Timeout: 300 * time.Millisecond}), app.as("a"), fastRetries, QueueOptions{Poll: 20 * time.Millisecond})
 	if s := q.Stats(); s.Depth != 0 || !s.Oldest.IsZero() {
@@ -508,7 +507,7 @@ func TestQueueStatsCountsTheWaitingAndTheOldest(t *testing.T) {
 // in Redis: every attempt, by any instance, joins that trace.
 func TestQueueKeepsTheTraceparentOfEachDelivery(t *testing.T) {
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	var mu sync.Mutex
 	var seen []string
 	app := newAppStub(t, func(_ context.Context, m queue.Meta, _ string) queue.Result {

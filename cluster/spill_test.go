@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/servicegate/servicegate/cluster/redistest"
 	"github.com/servicegate/servicegate/contract"
 )
 
@@ -51,7 +50,7 @@ func readPayload(t *testing.T, p contract.Payload) string {
 }
 
 func TestSpillLinkMintedOnOneInstanceTakenOnAnotherOnce(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	a := newClient(t, srv, Options{KeyPrefix: "sg1:"}).Spill(spillLinks)
 	b := newClient(t, srv, Options{KeyPrefix: "sg1:"}).Spill(spillLinks)
 	name, q := spillPayload(t, a, contract.KindStrings, "{\"identifier\":\"a\"}\n")
@@ -82,7 +81,7 @@ func TestSpillLinkMintedOnOneInstanceTakenOnAnotherOnce(t *testing.T) {
 }
 
 func TestSpillConcurrentTakesOneWins(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	instances := []*Spill{
 		newClient(t, srv, Options{}).Spill(spillLinks),
 		newClient(t, srv, Options{}).Spill(spillLinks),
@@ -116,7 +115,7 @@ func TestSpillConcurrentTakesOneWins(t *testing.T) {
 }
 
 func TestSpillRefusesBadLinksWithoutCallingRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	s := newClient(t, srv, Options{}).Spill(spillLinks)
 	name, q := spillPayload(t, s, contract.KindPreview, "<html>")
 	other := newClient(t, srv, Options{}).Spill(contract.Links{Key: []byte("another key, not the same at all"), TTL: time.Minute})
@@ -144,7 +143,7 @@ func TestSpillRefusesBadLinksWithoutCallingRedis(t *testing.T) {
 }
 
 func TestSpillRemove(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	s := newClient(t, srv, Options{}).Spill(spillLinks)
 	name, q := spillPayload(t, s, contract.KindContent, "never sent")
 	s.Remove(name)
@@ -154,7 +153,7 @@ func TestSpillRemove(t *testing.T) {
 }
 
 func TestSpillRedisDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	var failures atomic.Int32
 	s := newClient(t, srv, Options{Timeout: 200 * time.Millisecond, OnError: func(Op, error) { failures.Add(1) }}).Spill(spillLinks)
 	name, q := spillPayload(t, s, contract.KindContent, "kept before the outage")

@@ -178,20 +178,25 @@ func (s *Subscriptions) Forget(ctx context.Context, organization string) (int, e
 	pattern := globEscape(s.c.prefix+subscriptionKeys) + strings.Repeat("?", digestLen) + ":o:" + globEscape(organization)
 	var keys []string
 	err := s.c.Call(ctx, OpForget, func(ctx context.Context) error {
-		iter := s.c.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		return iter.Err()
+		return s.c.scan(ctx, pattern, func(key string) { keys = append(keys, key) })
 	})
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	if len(keys) > 0 {
+		// One UNLINK a key: in a Redis Cluster the answers of one
+		// organization sit on several nodes.
 		err = s.c.Call(ctx, OpForget, func(ctx context.Context) error {
-			d, err := s.c.rdb.Unlink(ctx, keys...).Result()
-			n = int(d)
+			cmds, err := s.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range keys {
+					p.Unlink(ctx, k)
+				}
+				return nil
+			})
+			for _, cmd := range cmds {
+				n += int(cmd.(*redis.IntCmd).Val())
+			}
 			return err
 		})
 		if err != nil {

@@ -17,7 +17,11 @@ import (
 // newClient returns a Client on srv, closed when the test ends.
 func newClient(t *testing.T, srv *redistest.Server, o Options) *Client {
 	t.Helper()
-	o.URL = srv.URL()
+	if srv.IsCluster() {
+		o.Cluster = srv.Addrs()
+	} else {
+		o.URL = srv.URL()
+	}
 	if o.Timeout == 0 {
 		// Generous: on a loaded test machine a call over 250ms would
 		// fall back to a direct query, which these tests count.
@@ -48,7 +52,7 @@ func withTimeout(t *testing.T) context.Context {
 }
 
 func TestSubscriptionsOneQueryForTheCluster(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	instances := []*Subscriptions{
 		newClient(t, srv, Options{}).Subscriptions(),
 		newClient(t, srv, Options{}).Subscriptions(),
@@ -87,7 +91,7 @@ func TestSubscriptionsOneQueryForTheCluster(t *testing.T) {
 }
 
 func TestSubscriptionsLifetimeInRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	s := newClient(t, srv, Options{KeyPrefix: "t1:"}).Subscriptions()
 	capped := testPolicy
 	capped.MaxAge = 2 * time.Minute
@@ -149,7 +153,7 @@ func TestSubscriptionsLifetimeInRedis(t *testing.T) {
 }
 
 func TestSubscriptionsErrorsAreNotShared(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	s := newClient(t, srv, Options{}).Subscriptions()
 	failure := errors.New("service down")
 	if _, err := s.Resolve(withTimeout(t), testKey, testPolicy, func(context.Context) (subscription.Answer, error) {
@@ -169,7 +173,7 @@ func TestSubscriptionsErrorsAreNotShared(t *testing.T) {
 }
 
 func TestSubscriptionsForgetReachesEveryInstance(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	a := newClient(t, srv, Options{}).Subscriptions()
 	b := newClient(t, srv, Options{}).Subscriptions()
 	heard := make(chan string, 4)
@@ -237,7 +241,7 @@ func waitSubscribed(t *testing.T, srv *redistest.Server, channel string) {
 }
 
 func TestRedisDownFallsBackAndRecovers(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	var failures atomic.Int32
 	var logMu sync.Mutex
 	var logged []error
@@ -344,7 +348,7 @@ func TestGlobEscape(t *testing.T) {
 }
 
 func TestListenerStartedWhileRedisIsDownHearsOnceItIsUp(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	srv.Stop()
 	s := newClient(t, srv, Options{Timeout: 200 * time.Millisecond}).Subscriptions()
 	heard := make(chan string, 1)

@@ -222,7 +222,7 @@ func startCluster(t *testing.T, srv *redistest.Server) *theCluster {
 	for i := range cl.instances {
 		port := freePort(t)
 		cl.instances[i] = startCaddy(t, fmt.Sprintf("instance-%d", i+1), fmt.Sprintf(`	servicegate {
-		redis %s
+		%s
 		timeout 1s
 	}
 }
@@ -241,7 +241,7 @@ func startCluster(t *testing.T, srv *redistest.Server) *theCluster {
 		respond "instance %d" 200
 	}
 }
-`, srv.URL(), port, secret, cl.svc.URL, i+1), port)
+`, srv.ServicegateOption(), port, secret, cl.svc.URL, i+1), port)
 	}
 	lbPort := freePort(t)
 	cl.lb = startCaddy(t, "balancer", fmt.Sprintf(`}
@@ -271,7 +271,7 @@ func (cl *theCluster) get(port int, token string) (int, string, error) {
 }
 
 func TestClusterOneQueryFor500ConcurrentFirstRequests(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	cl := startCluster(t, srv)
 	tok := mint(t, "acme.example")
 
@@ -307,7 +307,7 @@ func TestClusterOneQueryFor500ConcurrentFirstRequests(t *testing.T) {
 }
 
 func TestClusterPurgeOnOneInstanceReachesTheOther(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	cl := startCluster(t, srv)
 	tok := mint(t, "globex.example")
 	cl.svc.setUnpaid("globex.example", true)
@@ -348,7 +348,7 @@ func TestClusterPurgeOnOneInstanceReachesTheOther(t *testing.T) {
 }
 
 func TestClusterRedisKilledMidLoadAndRestarted(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	cl := startCluster(t, srv)
 
 	// Load: 8 clients, each asking for a new organization now and then

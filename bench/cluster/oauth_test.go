@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/servicegate/servicegate/cluster/redistest"
 	"github.com/servicegate/servicegate/emulator"
 )
 
@@ -19,7 +18,7 @@ import (
 // go to the two instances in turn (round robin) works, and the session is
 // then served by both; logins and sessions live in Redis only.
 func TestClusterSignInAlternatingInstances(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	if testing.Short() {
 		t.Skip("cluster test: skipped in -short mode")
 	}
@@ -41,7 +40,7 @@ func TestClusterSignInAlternatingInstances(t *testing.T) {
 	for i := range ports {
 		ports[i] = freePort(t)
 		startCaddy(t, fmt.Sprintf("oauth-instance-%d", i+1), fmt.Sprintf(`	servicegate {
-		redis %s
+		%s
 		timeout 1s
 	}
 }
@@ -60,7 +59,7 @@ func TestClusterSignInAlternatingInstances(t *testing.T) {
 		respond "user {http.request.header.X-Service-User-Id}" 200
 	}
 }
-`, srv.URL(), ports[i], i+1, svc.URL, lbURL), ports[i])
+`, srv.ServicegateOption(), ports[i], i+1, svc.URL, lbURL), ports[i])
 	}
 	startCaddy(t, "oauth-balancer", fmt.Sprintf(`}
 :%d {

@@ -12,15 +12,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/servicegate/servicegate/cluster/redistest"
 )
 
 // TestClusterSpillLinkMintedOnOneInstanceDownloadsOnTheOtherOnce runs two
 // instances whose service_limits spill to the shared Redis: the link of an
 // answer spilled by instance 1 downloads on instance 2, and only once.
 func TestClusterSpillLinkMintedOnOneInstanceDownloadsOnTheOtherOnce(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	if testing.Short() {
 		t.Skip("cluster test: skipped in -short mode")
 	}
@@ -37,7 +35,7 @@ func TestClusterSpillLinkMintedOnOneInstanceDownloadsOnTheOtherOnce(t *testing.T
 	for i := range instances {
 		port := freePort(t)
 		instances[i] = startCaddy(t, fmt.Sprintf("instance-%d", i+1), fmt.Sprintf(`	servicegate {
-		redis %s
+		%s
 		timeout 2s
 	}
 }
@@ -54,7 +52,7 @@ http://127.0.0.1:%d {
 		reverse_proxy %s
 	}
 }
-`, srv.URL(), port, t.TempDir(), strings.TrimPrefix(app.URL, "http://")), port)
+`, srv.ServicegateOption(), port, t.TempDir(), strings.TrimPrefix(app.URL, "http://")), port)
 	}
 	client := &http.Client{Timeout: 20 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)

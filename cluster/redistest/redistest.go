@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -23,10 +24,13 @@ type Server struct {
 	// Port is its port.
 	Port int
 
-	t   testing.TB
-	bin string
-	dir string
-	cmd *exec.Cmd
+	t     testing.TB
+	bin   string
+	dir   string
+	cmd   *exec.Cmd
+	conf  string    // a config file, first argument, when set
+	extra []string  // more redis-server arguments
+	nodes []*Server // the primaries, for a Redis Cluster
 }
 
 // Binary is the redis-server the tests run: $REDIS_SERVER, else
@@ -52,7 +56,20 @@ func Start(t testing.TB) *Server {
 	if bin == "" {
 		t.Skip("redis-server is not installed (Debian: apt-get install redis-server); skipping the tests that need a real Redis")
 	}
-	s := &Server{t: t, dir: t.TempDir()}
+	return start(t, bin)
+}
+
+// start starts a redis-server with the extra arguments.
+func start(t testing.TB, bin string, extra ...string) *Server {
+	t.Helper()
+	return startConf(t, bin, nil, extra...)
+}
+
+// startConf starts a redis-server with a config file written by conf (when
+// not nil, given the server's port) and the extra arguments.
+func startConf(t testing.TB, bin string, conf func(port int) string, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir(), extra: extra}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +78,12 @@ func Start(t testing.TB) *Server {
 	_ = l.Close()
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 	s.bin = bin
+	if conf != nil {
+		s.conf = s.dir + "/redis.conf"
+		if err := os.WriteFile(s.conf, []byte(conf(s.Port)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
@@ -72,8 +95,20 @@ func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 // Restart starts the server again on the same port after Stop.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+	if s.nodes != nil {
+		for _, n := range s.nodes {
+			n.Restart()
+		}
+		return
+	}
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "")
+	args = append(args, s.extra...)
+	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Dir = s.dir
 	out, err := os.Create(s.dir + "/redis.log")
 	if err != nil {
@@ -98,6 +133,9 @@ func (s *Server) Restart() {
 
 // Stop kills the server (as a crash would) and waits for it to exit.
 func (s *Server) Stop() {
+	for _, n := range s.nodes {
+		n.Stop()
+	}
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -110,7 +148,14 @@ func (s *Server) Stop() {
 // bulk strings as they are, integers in decimal, arrays flattened one
 // element a line. It needs no client library, so tests can inspect Redis
 // (INFO commandstats, KEYS) without touching the code under test.
+//
+// On a Redis Cluster, a command naming a key goes to the node that holds
+// it, and KEYS, DBSIZE, PUBSUB NUMSUB and CONFIG go to every node, their
+// answers added up.
 func (s *Server) Do(args ...string) (string, error) {
+	if s.nodes != nil {
+		return s.doCluster(args...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var d net.Dialer
@@ -184,6 +229,15 @@ func readReply(r *bufio.Reader, out *strings.Builder) error {
 // CONFIG RESETSTAT, from INFO commandstats: "get" → 3.
 func (s *Server) CommandCalls() map[string]int {
 	s.t.Helper()
+	if s.nodes != nil {
+		calls := make(map[string]int)
+		for _, n := range s.nodes {
+			for name, k := range n.CommandCalls() {
+				calls[name] += k
+			}
+		}
+		return calls
+	}
 	info, err := s.Do("INFO", "commandstats")
 	if err != nil {
 		s.t.Fatalf("INFO commandstats: %v", err)
@@ -219,4 +273,39 @@ func (s *Server) Dbsize(t testing.TB) int {
 	}
 	n, _ := strconv.Atoi(out)
 	return n
+}
+
+// StartReplica starts a redis-server replicating s, on a free port, and
+// waits until it has caught up with s. It stops when the test ends.
+func (s *Server) StartReplica(t testing.TB) *Server {
+	t.Helper()
+	r := start(t, s.bin, "--replicaof", "127.0.0.1", strconv.Itoa(s.Port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := r.Do("INFO", "replication")
+		if strings.Contains(info, "master_link_status:up") {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica on %s did not catch up with %s within 10s: %q", r.Addr, s.Addr, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Pause stops the server's process (SIGSTOP): it keeps its connections
+// but answers nothing, as a machine that hangs. Resume lets it go on.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume undoes Pause (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		s.t.Fatal("the redis-server is not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signalling redis-server: %v", err)
+	}
 }

@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/servicegate/servicegate/cluster/redistest"
+	"github.com/servicegate/servicegate/queue"
+)
+
+// With replicas 1, a delivery is acknowledged only once a replica has it;
+// with the replica hung, Enqueue fails within replicas_timeout, and so does
+// the same delivery sent again (never "duplicate" while the first copy is on
+// the primary alone). With replicas 0 the same primary acknowledges.
+func TestQueueWithReplicasAcknowledgesWhatAReplicaHas(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := primary.StartReplica(t)
+	const wait = 300 * time.Millisecond
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		return queue.Result{Status: http.StatusOK}
+	})
+	opts := queue.Options{FirstDelay: 20 * time.Millisecond, MaxDelay: 80 * time.Millisecond, Dedup: time.Minute}
+	q := openQueue(t, newClient(t, primary, Options{Replicas: 1, ReplicasTimeout: wait}), app.as("a"), opts, QueueOptions{})
+	unsafe := openQueue(t, newClient(t, primary, Options{}), app.as("b"), opts, QueueOptions{Name: "unsafe"})
+
+	d := enqueue(t, q, "acme", "with the replica up")
+	if d.ID == "" {
+		t.Fatal("no id given")
+	}
+
+	replica.Pause()
+	defer replica.Resume()
+	// The second is the first sent again, to another instance (its
+	// connections have written nothing yet).
+	other := openQueue(t, newClient(t, primary, Options{Replicas: 1, ReplicasTimeout: wait}), app.as("c"), opts, QueueOptions{})
+	for _, q := range []*Queue{q, other} {
+		start := time.Now()
+		err := q.Enqueue(replicasDelivery("with the replica hung"))
+		took := time.Since(start)
+		if !errors.Is(err, ErrReplicas) {
+			t.Fatalf("Enqueue with the replica hung = %v, want ErrReplicas", err)
+		}
+		if took < wait || took > wait+time.Second {
+			t.Errorf("Enqueue failed after %s, want about replicas_timeout (%s)", took, wait)
+		}
+	}
+	if err := unsafe.Enqueue(replicasDelivery("x")); err != nil {
+		t.Errorf("with replicas 0, Enqueue = %v; want it acknowledged (on the primary alone)", err)
+	}
+
+	replica.Resume()
+	enqueue(t, q, "acme", "with the replica back")
+}
+
+func replicasDelivery(body string) *queue.Delivery {
+	return &queue.Delivery{
+		Meta:   queue.Meta{Organization: "acme", To: "http://127.0.0.1:1", Method: "POST", URI: "/"},
+		Header: http.Header{"X-Test": {"kept"}},
+		Body:   []byte(body),
+	}
+}
+
+// On a Redis Cluster, the wait for replicas runs on the primary that holds
+// the queue's keys.
+func TestQueueWithReplicasOnRedisCluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	replicas := srv.StartClusterReplicas(t)
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		return queue.Result{Status: http.StatusOK}
+	})
+	q := openQueue(t, newClient(t, srv, Options{Replicas: 1, ReplicasTimeout: 300 * time.Millisecond}), app.as("a"), fastRetries, QueueOptions{})
+	enqueue(t, q, "acme", "with the replicas up")
+	for _, r := range replicas {
+		r.Pause()
+		defer r.Resume()
+	}
+	if err := q.Enqueue(replicasDelivery("with the replicas hung")); !errors.Is(err, ErrReplicas) {
+		t.Fatalf("Enqueue with the replicas hung = %v, want ErrReplicas", err)
+	}
+	for _, r := range replicas {
+		r.Resume()
+	}
+	enqueue(t, q, "acme", "with the replicas back")
+}
+
+// An installation is stored before it is confirmed to the service: with
+// replicas 1 it counts as stored only once the replica has it, and while
+// the replica hangs the write fails with ErrReplicas (the lifecycle call
+// answers 503, and the service calls again).
+func TestInstallationPutWaitsForReplicas(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := primary.StartReplica(t)
+	const wait = 300 * time.Millisecond
+	store := newClient(t, primary, Options{Replicas: 1, ReplicasTimeout: wait}).Installations("demo-client")
+	if err := store.Put("1", []byte("sealed with the replica up")); err != nil {
+		t.Fatalf("Put with the replica up = %v", err)
+	}
+	replica.Pause()
+	defer replica.Resume()
+	start := time.Now()
+	err := store.Put("2", []byte("sealed with the replica hung"))
+	if took := time.Since(start); !errors.Is(err, ErrReplicas) || took < wait || took > wait+time.Second {
+		t.Fatalf("Put with the replica hung = %v after %s, want ErrReplicas after about %s", err, took, wait)
+	}
+	unsafe := newClient(t, primary, Options{}).Installations("demo-client")
+	if err := unsafe.Put("3", []byte("sealed, replicas 0")); err != nil {
+		t.Errorf("with replicas 0, Put = %v; want it stored on the primary alone", err)
+	}
+	replica.Resume()
+	if got, err := store.Get("1"); err != nil || string(got) != "sealed with the replica up" {
+		t.Errorf("Get = %q, %v", got, err)
+	}
+}
