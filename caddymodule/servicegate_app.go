@@ -235,7 +235,7 @@ func (a *App) check() error {
 
 // The whole-option errors.
 const (
-	errOneRedisForm       = "servicegate: give exactly one of redis <url>, redis_sentinel <master> <host:port>... and redis_cluster <host:port>..."
+	errOneRedisForm       = "servicegate: give exactly one of redis <url>, redis_sentinel <master> <host:port> [<host:port>…] and redis_cluster <host:port> [<host:port>…]"
 	errURLCarriesPassword = "servicegate: password and tls go with redis_sentinel and redis_cluster; a redis URL carries its own (rediss://:password@host:port)"
 )
 
