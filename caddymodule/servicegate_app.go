@@ -14,10 +14,10 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(new(App))
+	caddy.RegisterModule(new(Servicegate))
 }
 
-// App is the Caddy app "servicegate": what several servicegate instances
+// Servicegate is the Caddy app "servicegate": what several servicegate instances
 // share. Configured, it connects them through Redis: one server, a primary
 // watched by Redis Sentinel, or a Redis Cluster (subscription answers and
 // their purges, spilled payloads, sign-ins, the webhook queue); not configured, every
@@ -41,7 +41,7 @@ func init() {
 //		password {env.REDIS_PASSWORD}
 //		replicas 1
 //	}
-type App struct {
+type Servicegate struct {
 	// Redis is the Redis server the instances share:
 	// redis://[user:password@]host:port/db, or rediss:// for TLS. {env.*}
 	// and {file.*} placeholders are resolved when the config loads, so the
@@ -103,10 +103,10 @@ type RedisSentinel struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*App) CaddyModule() caddy.ModuleInfo {
+func (*Servicegate) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "servicegate",
-		New: func() caddy.Module { return new(App) },
+		New: func() caddy.Module { return new(Servicegate) },
 	}
 }
 
@@ -129,7 +129,7 @@ func (c redisClient) Destruct() error {
 }
 
 // Provision resolves the placeholders and takes the shared client.
-func (a *App) Provision(ctx caddy.Context) error {
+func (a *Servicegate) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	o, err := a.clientOptions()
 	if err != nil {
@@ -157,7 +157,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 // clientOptions checks the config and turns it into the client's options,
 // placeholders resolved. Its errors never quote a URL or a password.
-func (a *App) clientOptions() (cluster.Options, error) {
+func (a *Servicegate) clientOptions() (cluster.Options, error) {
 	if err := a.check(); err != nil {
 		return cluster.Options{}, err
 	}
@@ -209,7 +209,7 @@ func (a *App) clientOptions() (cluster.Options, error) {
 
 // check refuses what is wrong whatever the placeholders hold: for
 // Provision, and for the Caddyfile at the option's line.
-func (a *App) check() error {
+func (a *Servicegate) check() error {
 	forms := 0
 	for _, set := range []bool{a.Redis != "", a.RedisSentinel != nil, len(a.RedisCluster) > 0} {
 		if set {
@@ -286,16 +286,16 @@ func reportRedisPrimary(was, now string) {
 }
 
 // Start does nothing: the client connects on first use.
-func (a *App) Start() error {
+func (a *Servicegate) Start() error {
 	a.logger.Info("sharing state through Redis", zap.String("address", a.client.Addr()), zap.String("key_prefix", a.client.Prefix()))
 	return nil
 }
 
 // Stop does nothing; Cleanup lets go of the client.
-func (a *App) Stop() error { return nil }
+func (a *Servicegate) Stop() error { return nil }
 
 // Cleanup lets go of the shared client; the last config to use it closes it.
-func (a *App) Cleanup() error {
+func (a *Servicegate) Cleanup() error {
 	if a.client != nil {
 		_, _ = redisClients.Delete(a.poolKey)
 	}
@@ -303,16 +303,16 @@ func (a *App) Cleanup() error {
 }
 
 // Subscriptions is the sharing of subscription answers.
-func (a *App) Subscriptions() *cluster.Subscriptions { return a.subs }
+func (a *Servicegate) Subscriptions() *cluster.Subscriptions { return a.subs }
 
 // Client is the shared Redis client, for the parts of servicegate that keep
 // their own state in Redis.
-func (a *App) Client() *cluster.Client { return a.client }
+func (a *Servicegate) Client() *cluster.Client { return a.client }
 
 // servicegateApp returns the servicegate app of the config being loaded, or
 // nil when it is not configured: then nothing is shared and no Redis is
 // contacted.
-func servicegateApp(ctx caddy.Context) (*App, error) {
+func servicegateApp(ctx caddy.Context) (*Servicegate, error) {
 	v, err := ctx.AppIfConfigured("servicegate")
 	if errors.Is(err, caddy.ErrNotConfigured) {
 		return nil, nil
@@ -320,12 +320,12 @@ func servicegateApp(ctx caddy.Context) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.(*App), nil
+	return v.(*Servicegate), nil
 }
 
 // Interface guards.
 var (
-	_ caddy.App          = (*App)(nil)
-	_ caddy.Provisioner  = (*App)(nil)
-	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.App          = (*Servicegate)(nil)
+	_ caddy.Provisioner  = (*Servicegate)(nil)
+	_ caddy.CleanerUpper = (*Servicegate)(nil)
 )

@@ -29,7 +29,7 @@ func parseServicegateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	if existing != nil {
 		return nil, d.Err("the servicegate global option is given more than once")
 	}
-	app := new(App)
+	app := new(Servicegate)
 	err := parseDirective(d, map[string]subdirective{
 		"redis": once(stringArg(&app.Redis)),
 		"redis_sentinel": once(func(d *caddyfile.Dispenser) error {

@@ -77,7 +77,7 @@ func TestServicegateAppRefusesBadURLsWithoutQuotingThem(t *testing.T) {
 		"redis://:{env.SERVICEGATE_TEST_REDIS_PASSWORD}@redis:6379", // empty secret
 	} {
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
-		err := (&App{Redis: u}).Provision(ctx)
+		err := (&Servicegate{Redis: u}).Provision(ctx)
 		cancel()
 		if err == nil {
 			t.Errorf("%s accepted", u)
@@ -378,7 +378,7 @@ func connectionsReceived(t *testing.T, srv *redistest.Server) int {
 }
 
 func TestServicegateAppSentinelAndClusterFormsShareOneClient(t *testing.T) {
-	for name, cfg := range map[string]App{
+	for name, cfg := range map[string]Servicegate{
 		"sentinel": {RedisSentinel: &RedisSentinel{Master: "mymaster", Addresses: []string{"127.0.0.1:1", "127.0.0.1:2"}}, Password: "hunter2", Replicas: 1},
 		"cluster":  {RedisCluster: []string{"127.0.0.1:1", "127.0.0.1:2"}, Password: "hunter2"},
 	} {

@@ -254,7 +254,7 @@ func fileExists(path string) bool {
 // openSharedQueue returns what opens the queue of m's app in Redis, shared
 // by every instance delivering to it, and sets the handler's pool key. The
 // queue holds a reference to the app's Redis client until it is closed.
-func (m *ServiceWebhook) openSharedQueue(app *App, sender *queue.HTTPSender, opts queue.Options) func() (caddy.Destructor, error) {
+func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSender, opts queue.Options) func() (caddy.Destructor, error) {
 	c := app.Client()
 	m.queueKey = "redis\x00" + app.poolKey + "\x00" + m.queueTo
 	return func() (caddy.Destructor, error) {

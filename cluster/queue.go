@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/servicegate/servicegate/internal/wake"
 	"github.com/servicegate/servicegate/queue"
 )
 
@@ -76,7 +77,7 @@ type Queue struct {
 
 	ctx     context.Context
 	stop    context.CancelFunc
-	wake    chan struct{}
+	wake    wake.Signal
 	done    sync.WaitGroup
 	slots   chan struct{}
 	sending atomic.Int32 // attempts under way (a slot is also held while looking for work)
@@ -112,7 +113,7 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 	q := &Queue{
 		c: c, base: c.queueBase(qo.Name), sender: sender, opts: opts, qo: qo,
 		consumer: randomHex(8),
-		wake:     make(chan struct{}, 1),
+		wake:     wake.New(),
 		slots:    make(chan struct{}, opts.Concurrency),
 	}
 	q.ctx, q.stop = context.WithCancel(context.Background())
@@ -163,12 +164,12 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 	return nil
 }
 
-func (q *Queue) poke() { queue.Poke(q.wake) }
+func (q *Queue) poke() { q.wake.Poke() }
 
 // run takes due deliveries while a slot is free, until Close.
 func (q *Queue) run() {
 	defer q.done.Done()
-	queue.RunLoop(q.ctx, q.wake, q.startDue)
+	q.wake.Loop(q.ctx, q.startDue)
 }
 
 // startDue starts due deliveries while a slot is free, and says how long
@@ -285,18 +286,12 @@ func (q *Queue) attempt(cl *claimed) {
 func (q *Queue) send(cl *claimed, next bool) *claimed {
 	m := cl.meta
 	h, body, err := queue.DecodePayload(cl.payload)
-	var outcome queue.Outcome
-	if err != nil {
-		m, outcome = queue.Unreadable(m, err), queue.OutcomeDead
-	} else {
-		res := q.sender.Send(q.ctx, queue.WithAttempt(m), h, body)
-		if q.ctx.Err() != nil {
-			// Closing: the lease goes back, so that another instance
-			// sends the delivery again now rather than when it ends.
-			q.settle(cl, "release", m, q.opts.Now(), false)
-			return nil
-		}
-		m, outcome = q.opts.Settle(m, res, q.opts.Now())
+	m, outcome, closing := q.opts.Attempt(q.ctx, q.sender, m, h, body, err)
+	if closing {
+		// The lease goes back, so that another instance sends the
+		// delivery again now rather than when it ends.
+		q.settle(cl, "release", m, q.opts.Now(), false)
+		return nil
 	}
 	q.opts.OnOutcome(outcome)
 	switch outcome {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/servicegate/servicegate/internal/wake"
 )
 
 // Defaults of Options.
@@ -137,7 +139,7 @@ type Queue struct {
 	inFlight int
 	depth    int
 	oldest   map[uint64]time.Time // received time of each pending delivery
-	wake     chan struct{}
+	wake     wake.Signal
 	stop     context.CancelFunc
 	ctx      context.Context
 	done     sync.WaitGroup
@@ -165,7 +167,7 @@ func Open(store Store, sender Sender, opts Options) (*Queue, error) {
 	q := &Queue{
 		store: store, sender: sender, opts: opts,
 		orgs: make(map[string]*orgLine), oldest: make(map[uint64]time.Time),
-		wake: make(chan struct{}, 1), ctx: ctx, stop: cancel,
+		wake: wake.New(), ctx: ctx, stop: cancel,
 	}
 	for _, m := range pending {
 		q.push(m)
@@ -209,38 +211,12 @@ func (q *Queue) push(m Meta) {
 	}
 }
 
-func (q *Queue) poke() { Poke(q.wake) }
+func (q *Queue) poke() { q.wake.Poke() }
 
 // run starts due deliveries, within the concurrency cap, until Close.
 func (q *Queue) run() {
 	defer q.done.Done()
-	RunLoop(q.ctx, q.wake, q.startDue)
-}
-
-// RunLoop is the loop of a queue's scheduler: it calls step until ctx
-// ends, again as soon as wake has a value (see Poke) or once the wait that
-// step returned has passed.
-func RunLoop(ctx context.Context, wake <-chan struct{}, step func() time.Duration) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		timer.Reset(step())
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-timer.C:
-		}
-	}
-}
-
-// Poke wakes the RunLoop waiting on wake (a channel of capacity 1)
-// without blocking.
-func Poke(wake chan<- struct{}) {
-	select {
-	case wake <- struct{}{}:
-	default:
-	}
+	q.wake.Loop(q.ctx, q.startDue)
 }
 
 // startDue starts every delivery that is due and fits under the cap, and
@@ -267,27 +243,17 @@ func (q *Queue) startDue() time.Duration {
 func (q *Queue) attempt(line *orgLine, m Meta) {
 	defer q.done.Done()
 	h, body, err := q.store.Payload(m.ID)
-	var res Result
-	if err != nil {
-		res = Result{Err: err}
-	} else {
-		res = q.sender.Send(q.ctx, WithAttempt(m), h, body)
-	}
-	if q.ctx.Err() != nil {
+	after, outcome, closing := q.opts.Attempt(q.ctx, q.sender, m, h, body, err)
+	switch {
+	case closing:
 		// Closing: the delivery stays as stored and is sent again later.
 		q.finish(line, nil)
 		return
-	}
-	var outcome Outcome
-	switch {
 	case errors.Is(err, ErrNotFound):
 		q.finish(line, &m) // gone from the store (dropped): nothing to do
 		return
-	case err != nil:
-		m, outcome = Unreadable(m, err), OutcomeDead
-	default:
-		m, outcome = q.opts.Settle(m, res, q.opts.Now())
 	}
+	m = after
 	q.opts.OnOutcome(outcome)
 	switch outcome {
 	case OutcomeDelivered:
@@ -349,15 +315,6 @@ func (o Options) Settle(m Meta, res Result, now time.Time) (Meta, Outcome) {
 	return m, OutcomeDead
 }
 
-// Unreadable records an attempt of m that could not be made because its
-// stored body could not be read (err): a dead letter.
-func Unreadable(m Meta, err error) Meta {
-	m.Attempts++
-	m.LastStatus, m.LastError = 0, ""
-	m.Dead = "its stored body could not be read: " + err.Error()
-	return m
-}
-
 // backoff is the wait before attempt n+1: FirstDelay doubled per attempt,
 // capped at MaxDelay, with jitter in its upper half; never shorter than
 // retryAfter.
@@ -371,10 +328,32 @@ func (o *Options) backoff(n int, retryAfter time.Duration) time.Duration {
 	return max(d, retryAfter)
 }
 
-// WithAttempt is m as the sender sees it: its attempts numbered from 1.
-func WithAttempt(m Meta) Meta {
-	m.Attempts++
-	return m
+// Attempt makes one attempt of the stored delivery m, whose payload
+// (h, body) was read from its store with readErr: a payload that could
+// not be read makes m a dead letter unsent; else it is sent with s, its
+// attempts numbered from 1 as the app sees them, and the answer settled
+// (see Settle). It returns m as it stands after the attempt and what
+// became of it; closing says that ctx ended first, in which case m is to
+// stay as stored, for a later attempt.
+func (o Options) Attempt(ctx context.Context, s Sender, m Meta, h http.Header, body []byte, readErr error) (_ Meta, _ Outcome, closing bool) {
+	o.fill()
+	if readErr != nil {
+		if ctx.Err() != nil {
+			return m, OutcomeRetry, true
+		}
+		m.Attempts++
+		m.LastStatus, m.LastError = 0, ""
+		m.Dead = "its stored body could not be read: " + readErr.Error()
+		return m, OutcomeDead, false
+	}
+	sent := m
+	sent.Attempts++
+	res := s.Send(ctx, sent, h, body)
+	if ctx.Err() != nil {
+		return m, OutcomeRetry, true
+	}
+	m, outcome := o.Settle(m, res, o.Now())
+	return m, outcome, false
 }
 
 // finish ends the line head's attempt: a done head (m non-nil) leaves
