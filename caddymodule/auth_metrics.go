@@ -1,6 +1,10 @@
 package caddymodule
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/servicegate/servicegate/token"
+)
 
 // authOutcome is what service_auth made of one request; it is the outcome
 // label of servicegate_auth_requests_total.
@@ -23,6 +27,16 @@ var authOutcomeNames = [numAuthOutcomes]string{
 	authInvalidToken:    "invalid_token",
 	authBadRequest:      "bad_request",
 	authKeysUnavailable: "keys_unavailable",
+}
+
+// authOutcomeOf is the metric outcome of each outcome of token.Handler.
+var authOutcomeOf = [...]authOutcome{
+	token.Remembered:      authRemembered,
+	token.Verified:        authVerified,
+	token.NoToken:         authNoToken,
+	token.InvalidToken:    authInvalidToken,
+	token.BadRequest:      authBadRequest,
+	token.KeysUnavailable: authKeysUnavailable,
 }
 
 func (o authOutcome) String() string { return authOutcomeNames[o] }

@@ -31,8 +31,6 @@ const (
 
 // The answers of a Handler, written for the person who made the request.
 const (
-	// MessageNoToken answers a request that carries no access token.
-	MessageNoToken = "Sign in to use this app: the request carries no access token."
 	messageBadBase = "The subscription of your organization cannot be checked: the service address for it is not valid."
 	messageNoCheck = "The subscription of your organization cannot be checked right now. Try again in a moment."
 	messageUnpaid  = "Your organization has not subscribed to this app. Subscribe to continue."
@@ -221,7 +219,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	}
 	if tok == "" {
 		w.Header().Set("WWW-Authenticate", h.c.Challenge)
-		return h.c.Refuse(w, r, http.StatusUnauthorized, MessageNoToken)
+		return h.c.Refuse(w, r, http.StatusUnauthorized, token.MessageNoToken)
 	}
 	base := h.c.BaseURL
 	if h.c.Base != nil {
