@@ -166,7 +166,7 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 		StripQuery:         a.StripQuery,
 		ClaimHeaders:       a.ClaimHeaders,
 		OrganizationClaims: a.OrganizationClaims,
-		Challenge:          bearerChallenge(a.Realm),
+		Challenge:          token.Challenge(a.Realm),
 		Refuse:             refuse,
 		Prepare:            newAuthEntry,
 		Pass:               passAuthEntry,
@@ -280,7 +280,7 @@ func (a *ServiceAuth) Validate() error {
 	if a.JWKSRefresh < 0 || a.JWKSMinInterval < 0 {
 		return errors.New("service_auth: jwks_refresh and jwks_min_interval must not be negative")
 	}
-	if !validQuotedText(a.Realm) {
+	if !token.ValidRealm(a.Realm) {
 		return errors.New(`service_auth: realm must be printable text without " or \`)
 	}
 	for name, path := range a.ClaimHeaders {

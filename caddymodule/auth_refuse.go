@@ -39,28 +39,3 @@ func setAuthError(r *http.Request, reason string) {
 		repl.Set(authErrorVar, reason)
 	}
 }
-
-// defaultRealm is the realm of the WWW-Authenticate challenges of
-// service_auth and service_subscription.
-const defaultRealm = "service"
-
-// bearerChallenge is the RFC 6750 challenge for realm (defaultRealm when
-// empty); realm has passed validQuotedText.
-func bearerChallenge(realm string) string {
-	if realm == "" {
-		realm = defaultRealm
-	}
-	return `Bearer realm="` + realm + `"`
-}
-
-// validQuotedText reports whether s can sit inside an HTTP quoted-string
-// without escapes.
-func validQuotedText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}

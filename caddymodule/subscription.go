@@ -14,6 +14,7 @@ import (
 
 	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/subscription"
+	"github.com/servicegate/servicegate/token"
 )
 
 // Defaults of service_subscription.
@@ -122,7 +123,7 @@ type ServiceSubscription struct {
 	onError     string
 	cache       *subscription.Cache
 	cacheKey    int
-	transport   *http.Transport
+	client      *subscription.Client
 	shared      *cluster.Subscriptions // nil without the servicegate app
 	logger      *zap.Logger
 	// check is the request pipeline's config, filled in by Provision; a
@@ -151,10 +152,14 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	if err := h.resolveConfig(); err != nil {
 		return err
 	}
-	client, err := h.newClient()
-	if err != nil {
-		return err
+	loc := time.UTC
+	if h.TimeZone != "" {
+		var err error
+		if loc, err = time.LoadLocation(h.TimeZone); err != nil {
+			return fmt.Errorf("service_subscription time_zone: %w", err)
+		}
 	}
+	h.client = subscription.NewClient(loc)
 	if err := h.takeCache(); err != nil {
 		return err
 	}
@@ -166,7 +171,7 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 		h.shared = app.Subscriptions()
 	}
 	registerSubscriptionMetrics(ctx.GetMetricsRegistry())
-	return h.newHandler(client)
+	return h.newHandler()
 }
 
 // resolveConfig resolves the config-time placeholders and applies the
@@ -202,28 +207,6 @@ func (h *ServiceSubscription) resolveConfig() error {
 	return nil
 }
 
-// newClient returns the client of the subscription queries, over a
-// transport of this handler's own.
-func (h *ServiceSubscription) newClient() (*subscription.Client, error) {
-	loc := time.UTC
-	if h.TimeZone != "" {
-		var err error
-		if loc, err = time.LoadLocation(h.TimeZone); err != nil {
-			return nil, fmt.Errorf("service_subscription time_zone: %w", err)
-		}
-	}
-	h.transport = http.DefaultTransport.(*http.Transport).Clone()
-	return &subscription.Client{
-		HTTP: &http.Client{
-			Transport: h.transport,
-			// A redirect is an unusable answer; following it would
-			// send the token elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		Location: loc,
-	}, nil
-}
-
 // takeCache takes the cache of this handler's size from subscriptionCaches.
 // A new cache reads the clock of the config that makes it.
 func (h *ServiceSubscription) takeCache() error {
@@ -244,7 +227,7 @@ func (h *ServiceSubscription) takeCache() error {
 
 // newHandler builds the request pipeline: Caddy's request variables,
 // placeholders, error routes and metrics are handed to it as callbacks.
-func (h *ServiceSubscription) newHandler(client *subscription.Client) error {
+func (h *ServiceSubscription) newHandler() error {
 	h.check = subscription.HandlerConfig{
 		App:             h.app,
 		BaseURL:         h.base,
@@ -253,9 +236,9 @@ func (h *ServiceSubscription) newHandler(client *subscription.Client) error {
 		OnError:         subscription.OnError(h.onError),
 		StaleGrace:      time.Duration(h.StaleGrace),
 		Cache:           h.cache,
-		Client:          client,
+		Client:          h.client,
 		Now:             h.check.Now,
-		Challenge:       bearerChallenge(h.Realm),
+		Challenge:       token.Challenge(h.Realm),
 		Refuse:          refuse,
 		PaymentRequired: writePaymentRequired,
 		Abandoned:       func(err error) error { return caddyhttp.Error(499, err) },
@@ -285,28 +268,19 @@ func (h *ServiceSubscription) Validate() error {
 		return errors.New("service_subscription: durations must not be negative")
 	case h.CacheSize < 0:
 		return errors.New("service_subscription: cache_size must not be negative")
-	case !validQuotedText(h.Realm):
+	case !token.ValidRealm(h.Realm):
 		return errors.New(`service_subscription: realm must be printable text without " or \`)
 	}
-	switch h.OnError {
-	case "", onErrorDeny, onErrorAllow:
-		if h.StaleGrace != 0 {
-			return errors.New(`service_subscription: stale_grace is only used with on_error "stale"`)
-		}
-	case onErrorStale:
-		if h.StaleGrace <= 0 {
-			return errors.New(`service_subscription: on_error "stale" needs a grace period above zero`)
-		}
-	default:
-		return fmt.Errorf(`service_subscription: on_error %q is not one of deny, allow, stale`, h.OnError)
+	if err := subscription.OnError(h.OnError).Validate(time.Duration(h.StaleGrace)); err != nil {
+		return fmt.Errorf("service_subscription: %w", err)
 	}
 	return nil
 }
 
 // Cleanup lets go of the shared cache and closes idle connections.
 func (h *ServiceSubscription) Cleanup() error {
-	if h.transport != nil {
-		h.transport.CloseIdleConnections()
+	if h.client != nil {
+		h.client.CloseIdleConnections()
 	}
 	if h.cache != nil {
 		_, _ = subscriptionCaches.Delete(h.cacheKey)

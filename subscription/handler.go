@@ -29,6 +29,24 @@ const (
 	Stale OnError = "stale"
 )
 
+// Validate checks o ("" is Deny) with its grace period: Stale needs one
+// above zero, the others none.
+func (o OnError) Validate(grace time.Duration) error {
+	switch o {
+	case "", Deny, Allow:
+		if grace != 0 {
+			return errors.New(`stale_grace is only used with on_error "stale"`)
+		}
+	case Stale:
+		if grace <= 0 {
+			return errors.New(`on_error "stale" needs a grace period above zero`)
+		}
+	default:
+		return fmt.Errorf(`on_error %q is not one of deny, allow, stale`, string(o))
+	}
+	return nil
+}
+
 // The answers of a Handler, written for the person who made the request.
 const (
 	messageBadBase = "The subscription of your organization cannot be checked: the service address for it is not valid."
@@ -127,7 +145,7 @@ type HandlerConfig struct {
 
 	// Challenge is the WWW-Authenticate value of a 401 without a token;
 	// a token the service refused gets it with error="invalid_token".
-	// Default `Bearer realm="service"`.
+	// Default token.Challenge("").
 	Challenge string
 	// Refuse answers a refused request with status and a message for a
 	// person, and returns what Serve returns. Headers such as
@@ -176,18 +194,17 @@ func NewHandler(c HandlerConfig) (*Handler, error) {
 			return nil, err
 		}
 	}
-	switch c.OnError {
-	case "":
+	if err := c.OnError.Validate(c.StaleGrace); err != nil {
+		return nil, err
+	}
+	if c.OnError == "" {
 		c.OnError = Deny
-	case Deny, Allow, Stale:
-	default:
-		return nil, fmt.Errorf("on_error %q is not one of deny, allow, stale", c.OnError)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	if c.Challenge == "" {
-		c.Challenge = `Bearer realm="service"`
+		c.Challenge = token.Challenge("")
 	}
 	if c.Refuse == nil {
 		c.Refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {

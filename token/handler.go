@@ -21,6 +21,27 @@ const MessageNoToken = "Sign in to use this app: the request carries no access t
 // of signing keys.
 const messageNoKeys = "Sign-in cannot be checked right now: the signing keys are unavailable. Try again in a moment."
 
+// Challenge is the RFC 6750 WWW-Authenticate challenge of realm ("service"
+// when empty); realm must pass ValidRealm.
+func Challenge(realm string) string {
+	if realm == "" {
+		realm = "service"
+	}
+	return `Bearer realm="` + realm + `"`
+}
+
+// ValidRealm reports whether realm can sit inside an HTTP quoted-string
+// without escapes.
+func ValidRealm(realm string) bool {
+	for i := 0; i < len(realm); i++ {
+		c := realm[i]
+		if c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // DefaultOrganizationClaims are the claim paths of the organization key:
 // the domain claim, else the organization id in the context claim.
 var DefaultOrganizationClaims = []string{"domain", "context.organization_id"}
@@ -102,7 +123,7 @@ type HandlerConfig struct {
 	OrganizationClaims []string
 
 	// Challenge is the WWW-Authenticate value of refusals, to which the
-	// RFC 6750 error is added. Default `Bearer realm="service"`.
+	// RFC 6750 error is added. Default Challenge("").
 	Challenge string
 	// Refuse answers a refused request with status and a message for a
 	// person, and returns what Serve returns. WWW-Authenticate is
@@ -141,7 +162,7 @@ func NewHandler(c HandlerConfig) (*Handler, error) {
 		return nil, errors.New("a verifier is required")
 	}
 	if c.Challenge == "" {
-		c.Challenge = `Bearer realm="service"`
+		c.Challenge = Challenge("")
 	}
 	if c.Refuse == nil {
 		c.Refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
