@@ -126,7 +126,7 @@ type ServiceAuth struct {
 	logger   *zap.Logger
 	counters authCounters
 	stopJWKS context.CancelFunc // nil without jwks_url
-	jwksDone chan struct{}      // closed when the refresh loop has ended
+	jwksDone <-chan struct{}    // closed when the refresh loop has ended
 }
 
 // CaddyModule returns the Caddy module information.
@@ -218,11 +218,7 @@ func (a *ServiceAuth) loadKeys(ctx caddy.Context) (token.Keys, error) {
 	// Cleanup stops the refresh loop and waits for it; the config's
 	// context ending stops it too.
 	runCtx, stop := context.WithCancel(ctx)
-	a.stopJWKS, a.jwksDone = stop, make(chan struct{})
-	go func() {
-		defer close(a.jwksDone)
-		a.jwks.Run(runCtx)
-	}()
+	a.stopJWKS, a.jwksDone = stop, a.jwks.Start(runCtx)
 	return a.jwks, nil
 }
 

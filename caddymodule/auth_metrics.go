@@ -6,18 +6,18 @@ import (
 	"github.com/servicegate/servicegate/token"
 )
 
-// authOutcome is what service_auth made of one request; it is the outcome
-// label of servicegate_auth_requests_total.
+// authOutcome is what service_auth made of one request, a token.Outcome;
+// it is the outcome label of servicegate_auth_requests_total.
 type authOutcome int
 
 const (
-	authRemembered      authOutcome = iota // a token verified before, served from the cache
-	authVerified                           // a token verified now
-	authNoToken                            // 401 without a token
-	authInvalidToken                       // 401 with a token that did not verify
-	authBadRequest                         // 400: two Authorization headers, a repeated query parameter
-	authKeysUnavailable                    // 503: no key set could be fetched
-	numAuthOutcomes
+	authRemembered      = authOutcome(token.Remembered)      // a token verified before, served from the cache
+	authVerified        = authOutcome(token.Verified)        // a token verified now
+	authNoToken         = authOutcome(token.NoToken)         // 401 without a token
+	authInvalidToken    = authOutcome(token.InvalidToken)    // 401 with a token that did not verify
+	authBadRequest      = authOutcome(token.BadRequest)      // 400: two Authorization headers, a repeated query parameter
+	authKeysUnavailable = authOutcome(token.KeysUnavailable) // 503: no key set could be fetched
+	numAuthOutcomes     = authKeysUnavailable + 1
 )
 
 var authOutcomeNames = [numAuthOutcomes]string{
@@ -27,16 +27,6 @@ var authOutcomeNames = [numAuthOutcomes]string{
 	authInvalidToken:    "invalid_token",
 	authBadRequest:      "bad_request",
 	authKeysUnavailable: "keys_unavailable",
-}
-
-// authOutcomeOf is the metric outcome of each outcome of token.Handler.
-var authOutcomeOf = [...]authOutcome{
-	token.Remembered:      authRemembered,
-	token.Verified:        authVerified,
-	token.NoToken:         authNoToken,
-	token.InvalidToken:    authInvalidToken,
-	token.BadRequest:      authBadRequest,
-	token.KeysUnavailable: authKeysUnavailable,
 }
 
 func (o authOutcome) String() string { return authOutcomeNames[o] }

@@ -11,7 +11,7 @@ import (
 // report counts the outcome of a request and, for a refusal, sets
 // {http.auth.service.error} and logs why.
 func (a *ServiceAuth) report(r *http.Request, o token.Outcome, why token.Refusal) {
-	a.counters.inc(authOutcomeOf[o])
+	a.counters.inc(authOutcome(o))
 	switch o {
 	case token.Remembered, token.Verified:
 		return
@@ -22,7 +22,9 @@ func (a *ServiceAuth) report(r *http.Request, o token.Outcome, why token.Refusal
 	case token.KeysUnavailable:
 		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", why.Reason))
 	}
-	setAuthError(r, why.Reason)
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set(authErrorVar, why.Reason)
+	}
 }
 
 // logRefusal writes at DEBUG why a request was refused and what a token
@@ -31,11 +33,5 @@ func (a *ServiceAuth) report(r *http.Request, o token.Outcome, why token.Refusal
 func (a *ServiceAuth) logRefusal(r *http.Request, reason string, fields ...zap.Field) {
 	if ce := a.logger.Check(zap.DebugLevel, "bearer token refused"); ce != nil {
 		ce.Write(append(append([]zap.Field{zap.String("reason", reason), zap.String("path", r.URL.Path)}, a.expected...), fields...)...)
-	}
-}
-
-func setAuthError(r *http.Request, reason string) {
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set(authErrorVar, reason)
 	}
 }

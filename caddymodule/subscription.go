@@ -152,14 +152,10 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	if err := h.resolveConfig(); err != nil {
 		return err
 	}
-	loc := time.UTC
-	if h.TimeZone != "" {
-		var err error
-		if loc, err = time.LoadLocation(h.TimeZone); err != nil {
-			return fmt.Errorf("service_subscription time_zone: %w", err)
-		}
+	var err error
+	if h.client, err = subscription.NewClient(h.TimeZone); err != nil {
+		return fmt.Errorf("service_subscription time_zone: %w", err)
 	}
-	h.client = subscription.NewClient(loc)
 	if err := h.takeCache(); err != nil {
 		return err
 	}

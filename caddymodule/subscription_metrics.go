@@ -95,24 +95,18 @@ func (h *ServiceSubscription) report(ev subscription.Event, d subscription.Detai
 		subscriptionCacheHits.Inc()
 	case subscription.CacheMiss:
 		subscriptionCacheMisses.Inc()
-	case subscription.Answered:
+	case subscription.Answered, subscription.QueryFailed:
 		subscriptionQueryDuration.Observe(d.Took.Seconds())
+		query := []zap.Field{zap.String("organization", d.Organization),
+			zap.Bool("keyed_by_token", d.Organization == ""), zap.String("app_identifier", h.app)}
+		if ev == subscription.QueryFailed {
+			subscriptionQueriesBy.inc(queryError)
+			h.logger.Error("subscription query failed", append(query, zap.Error(d.Err))...)
+			return
+		}
 		subscriptionQueriesBy.inc(subscriptionQueryOf(d.Answer.Status))
-		h.logger.Debug("subscription answer",
-			zap.String("organization", d.Organization),
-			zap.Bool("keyed_by_token", d.Organization == ""),
-			zap.String("app_identifier", h.app),
-			zap.Stringer("answer", d.Answer.Status),
-			zap.Time("expires", d.Answer.Expires),
-			zap.String("message", d.Answer.Message))
-	case subscription.QueryFailed:
-		subscriptionQueryDuration.Observe(d.Took.Seconds())
-		subscriptionQueriesBy.inc(queryError)
-		h.logger.Error("subscription query failed",
-			zap.String("organization", d.Organization),
-			zap.Bool("keyed_by_token", d.Organization == ""),
-			zap.String("app_identifier", h.app),
-			zap.Error(d.Err))
+		h.logger.Debug("subscription answer", append(query, zap.Stringer("answer", d.Answer.Status),
+			zap.Time("expires", d.Answer.Expires), zap.String("message", d.Answer.Message))...)
 	case subscription.BaseRefused:
 		h.logger.Warn("subscription query not sent: the service address is not usable for this request",
 			zap.String("organization", d.Organization), zap.Error(d.Err))
