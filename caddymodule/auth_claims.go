@@ -11,7 +11,7 @@ import (
 // authEntry is what Caddy needs of a verified token, built once per token
 // (token.Entry.Data) and shared by every request that carries it.
 type authEntry struct {
-	verified *Verified
+	verified Verified
 	claims   token.Claims
 	// values holds the rendered placeholders, stored as interfaces so that
 	// serving them allocates nothing.
@@ -22,7 +22,7 @@ type authEntry struct {
 // newAuthEntry renders the placeholders of a verified token.
 func newAuthEntry(e *token.Entry) any {
 	ae := &authEntry{
-		verified: &Verified{Token: e.Token, Organization: e.Organization},
+		verified: Verified{Token: e.Token, Organization: e.Organization},
 		claims:   e.Claims,
 		values:   make(map[string]any, len(e.Claims)+2),
 	}
@@ -46,7 +46,7 @@ func passAuthEntry(r *http.Request, e *token.Entry) {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Map(ae.replace)
 	}
-	setVerified(r, ae.verified)
+	setVerified(r, &ae.verified)
 }
 
 // placeholder serves this token's placeholders; dotted claim paths not
