@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,7 +14,6 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/token"
 )
 
@@ -24,14 +22,6 @@ const (
 	defaultAuthLeeway    = 30 * time.Second
 	defaultAuthCacheSize = 10000
 )
-
-// defaultOrganizationClaims are the claim paths of the organization key:
-// the domain claim, else the organization id in the context claim.
-var defaultOrganizationClaims = []string{"domain", "context.organization_id"}
-
-// messageNoToken answers a request that carries no access token, from
-// service_auth and from service_subscription alike.
-const messageNoToken = "Sign in to use this app: the request carries no access token."
 
 // Placeholders service_auth sets.
 const (
@@ -128,18 +118,15 @@ type ServiceAuth struct {
 	// cache. Default: 10000.
 	CacheSize *int `json:"cache_size,omitempty"`
 
-	verifier  *token.Verifier
-	jwks      *token.JWKS
-	cache     *token.Cache[*authEntry]
-	headers   []string // canonical names of ClaimHeaders, sorted
-	paths     []string // claim path of each of headers
-	orgPaths  []string
-	challenge string
-	expected  []zap.Field // what a token must carry, for the DEBUG line of a refusal
-	logger    *zap.Logger
-	counters  authCounters
-	stopJWKS  context.CancelFunc // nil without jwks_url
-	jwksDone  chan struct{}      // closed when the refresh loop has ended
+	verifier *token.Verifier
+	jwks     *token.JWKS
+	cache    *token.Cache[*token.Entry]
+	handler  *token.Handler
+	expected []zap.Field // what a token must carry, for the DEBUG line of a refusal
+	logger   *zap.Logger
+	counters authCounters
+	stopJWKS context.CancelFunc // nil without jwks_url
+	jwksDone <-chan struct{}    // closed when the refresh loop has ended
 }
 
 // CaddyModule returns the Caddy module information.
@@ -151,70 +138,104 @@ func (ServiceAuth) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision resolves placeholders in the secrets and settings, loads the
-// key and prepares the verifier and the cache.
+// key and builds the request pipeline.
 func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.counters = newAuthCounters(ctx.GetMetricsRegistry())
 	if err := a.checkKeySources(); err != nil {
 		return err
 	}
-	repl := caddy.NewReplacer()
-	resolve := func(s string) string { return repl.ReplaceKnown(s, "") }
+	keys, err := a.loadKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.newVerifier(keys); err != nil {
+		return err
+	}
+	size := defaultAuthCacheSize
+	if a.CacheSize != nil {
+		size = *a.CacheSize
+	}
+	if size > 0 {
+		a.cache = token.NewCache[*token.Entry](size, nil)
+	}
+	a.handler, err = token.NewHandler(token.HandlerConfig{
+		Verifier:           a.verifier,
+		Cache:              a.cache,
+		FromQuery:          a.FromQuery,
+		StripQuery:         a.StripQuery,
+		ClaimHeaders:       a.ClaimHeaders,
+		OrganizationClaims: a.OrganizationClaims,
+		Challenge:          token.Challenge(a.Realm),
+		Refuse:             refuse,
+		Prepare:            newAuthEntry,
+		Pass:               passAuthEntry,
+		Report:             a.report,
+	})
+	if err != nil {
+		return fmt.Errorf("service_auth: %w", err)
+	}
+	return nil
+}
 
-	var keys token.Keys
+// loadKeys returns the keys of the one key source configured; with
+// jwks_url it starts the refresh loop, which Cleanup stops.
+func (a *ServiceAuth) loadKeys(ctx caddy.Context) (token.Keys, error) {
 	switch {
 	case a.HS256Secret != "":
 		secret, err := resolveSecret("service_auth: hs256_secret", a.HS256Secret)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		keys = token.HMAC([]byte(secret))
+		return token.HMAC([]byte(secret)), nil
 	case a.PublicKey != "":
-		path := resolve(a.PublicKey)
+		path := caddy.NewReplacer().ReplaceKnown(a.PublicKey, "")
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return fmt.Errorf("service_auth: reading public_key: %w", err)
+			return nil, fmt.Errorf("service_auth: reading public_key: %w", err)
 		}
 		pub, err := token.ParsePublicKeyPEM(data)
 		if err != nil {
-			return fmt.Errorf("service_auth: public_key %s: %w", path, err)
+			return nil, fmt.Errorf("service_auth: public_key %s: %w", path, err)
 		}
-		if keys, err = token.PublicKey(pub); err != nil {
-			return fmt.Errorf("service_auth: public_key %s: %w", path, err)
+		keys, err := token.PublicKey(pub)
+		if err != nil {
+			return nil, fmt.Errorf("service_auth: public_key %s: %w", path, err)
 		}
-	default:
-		u := resolve(a.JWKSURL)
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
-			return fmt.Errorf("service_auth: jwks_url %q is not an http(s) URL", u)
-		}
-		a.jwks = token.NewJWKS(u, token.JWKSOptions{
-			Refresh:     time.Duration(a.JWKSRefresh),
-			MinInterval: time.Duration(a.JWKSMinInterval),
-			OnError: func(err error) {
-				a.logger.Warn("fetching the JWKS failed; any key set fetched before stays in use", zap.Error(err))
-			},
-		})
-		keys = a.jwks
-		// Cleanup stops the refresh loop and waits for it; the config's
-		// context ending stops it too.
-		runCtx, stop := context.WithCancel(ctx)
-		a.stopJWKS, a.jwksDone = stop, make(chan struct{})
-		go func() {
-			defer close(a.jwksDone)
-			a.jwks.Run(runCtx)
-		}()
+		return keys, nil
 	}
+	u := caddy.NewReplacer().ReplaceKnown(a.JWKSURL, "")
+	if pu, err := url.Parse(u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+		return nil, fmt.Errorf("service_auth: jwks_url %q is not an http(s) URL", u)
+	}
+	a.jwks = token.NewJWKS(u, token.JWKSOptions{
+		Refresh:     time.Duration(a.JWKSRefresh),
+		MinInterval: time.Duration(a.JWKSMinInterval),
+		OnError: func(err error) {
+			a.logger.Warn("fetching the JWKS failed; any key set fetched before stays in use", zap.Error(err))
+		},
+	})
+	// Cleanup stops the refresh loop and waits for it; the config's
+	// context ending stops it too.
+	runCtx, stop := context.WithCancel(ctx)
+	a.stopJWKS, a.jwksDone = stop, a.jwks.Start(runCtx)
+	return a.jwks, nil
+}
 
+// newVerifier resolves the placeholders of audience and issuer and makes
+// the verifier of keys.
+func (a *ServiceAuth) newVerifier(keys token.Keys) error {
+	repl := caddy.NewReplacer()
 	audience := make([]string, 0, len(a.Audience))
 	for _, aud := range a.Audience {
-		if aud = resolve(aud); aud != "" {
+		if aud = repl.ReplaceKnown(aud, ""); aud != "" {
 			audience = append(audience, aud)
 		}
 	}
 	if len(a.Audience) > 0 && len(audience) == 0 {
 		return errors.New("service_auth: audience is empty once its placeholders are resolved")
 	}
-	issuer := resolve(a.Issuer)
+	issuer := repl.ReplaceKnown(a.Issuer, "")
 	if a.Issuer != "" && issuer == "" {
 		// Checking no issuer at all would accept tokens of any issuer.
 		return errors.New("service_auth: issuer is empty once its placeholders are resolved")
@@ -229,35 +250,6 @@ func (a *ServiceAuth) Provision(ctx caddy.Context) error {
 		Audience: audience,
 		Leeway:   leeway,
 	})
-
-	size := defaultAuthCacheSize
-	if a.CacheSize != nil {
-		size = *a.CacheSize
-	}
-	if size > 0 {
-		a.cache = token.NewCache[*authEntry](size, nil)
-	}
-
-	a.headers, a.paths = nil, nil
-	for h := range a.ClaimHeaders {
-		a.headers = append(a.headers, http.CanonicalHeaderKey(h))
-	}
-	slices.Sort(a.headers)
-	a.headers = slices.Compact(a.headers)
-	for _, h := range a.headers {
-		for name, path := range a.ClaimHeaders {
-			if http.CanonicalHeaderKey(name) == h {
-				a.paths = append(a.paths, path)
-				break
-			}
-		}
-	}
-
-	a.orgPaths = a.OrganizationClaims
-	if len(a.orgPaths) == 0 {
-		a.orgPaths = defaultOrganizationClaims
-	}
-	a.challenge = bearerChallenge(a.Realm)
 	return nil
 }
 
@@ -284,7 +276,7 @@ func (a *ServiceAuth) Validate() error {
 	if a.JWKSRefresh < 0 || a.JWKSMinInterval < 0 {
 		return errors.New("service_auth: jwks_refresh and jwks_min_interval must not be negative")
 	}
-	if !validQuotedText(a.Realm) {
+	if !token.ValidRealm(a.Realm) {
 		return errors.New(`service_auth: realm must be printable text without " or \`)
 	}
 	for name, path := range a.ClaimHeaders {
@@ -314,63 +306,7 @@ func (a *ServiceAuth) checkKeySources() error {
 // ServeHTTP verifies the request's bearer token and passes the request on
 // with its trusted claims, or refuses it.
 func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	a.dropClaimHeaders(r.Header)
-
-	raw, sent, fromQuery, problem := a.extract(r)
-	if problem != "" {
-		a.counters.inc(authBadRequest)
-		return a.badRequest(w, r, problem)
-	}
-	if !sent {
-		a.counters.inc(authNoToken)
-		a.logRefusal(r, "no bearer token")
-		return a.unauthorized(w, r, "no bearer token", false)
-	}
-
-	// The generation of the keys is read before the check: a token is
-	// remembered only under the keys that verified it (token.Cache).
-	gen := a.verifier.Generation()
-	ctx, span := spans.Start(r.Context(), "servicegate.token.check")
-	entry, ok := a.lookup(raw, gen)
-	span.Bool("servicegate.token.remembered", ok)
-	if ok {
-		a.counters.inc(authRemembered)
-	} else {
-		claims, err := a.verifier.Verify(ctx, raw)
-		if err != nil {
-			span.Fail(err.Error()) // one of token's reasons: short, never the token
-			span.End()
-			return a.refused(w, r, err, fromQuery)
-		}
-		a.counters.inc(authVerified)
-		entry = a.newEntry(raw, claims)
-		if a.cache != nil {
-			a.cache.Put(raw, entry, claims.Expiry(), gen)
-		}
-	}
-	span.End()
-
-	if n := len(a.headers); n > 0 {
-		// One backing array for this request's header values: later
-		// handlers may change them in place, so they are never shared.
-		vals := make([]string, n)
-		copy(vals, entry.headers)
-		for i, h := range a.headers {
-			if entry.present[i] {
-				r.Header[h] = vals[i : i+1 : i+1]
-			}
-		}
-	}
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Map(entry.replace)
-	}
-	setVerified(r, entry.verified)
-	if a.StripQuery {
-		// Whether or not it carried the token used: a parameter the app
-		// reads as a token must not reach it unverified.
-		stripQueryParam(r, a.FromQuery)
-	}
-	return next.ServeHTTP(w, r)
+	return a.handler.Serve(w, r, next)
 }
 
 var (

@@ -9,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/servicegate/servicegate/token"
 )
 
 func init() {
@@ -60,7 +62,7 @@ func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return noArg(d)
 		}),
 		"realm": once(func(d *caddyfile.Dispenser) (err error) {
-			if a.Realm, err = oneArg(d); err == nil && !validQuotedText(a.Realm) {
+			if a.Realm, err = oneArg(d); err == nil && !token.ValidRealm(a.Realm) {
 				return d.Errf(`realm must be printable text without " or \`)
 			}
 			return err

@@ -1,104 +1,52 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/servicegate/servicegate/token"
-	"golang.org/x/net/http/httpguts"
 )
 
-// authEntry is everything a request with a verified token needs, built once
-// per token and shared by every request that carries it.
+// authEntry is what Caddy needs of a verified token, built once per token
+// (token.Entry.Data) and shared by every request that carries it.
 type authEntry struct {
-	verified *Verified
+	verified Verified
 	claims   token.Claims
 	// values holds the rendered placeholders, stored as interfaces so that
 	// serving them allocates nothing.
 	values  map[string]any
-	headers []string // value of each configured header; "" when absent
-	present []bool
 	replace caddy.ReplacerFunc
 }
 
-// dropClaimHeaders deletes every inbound copy of the claim headers, also
-// those spelled with "_" for "-", which some upstream stacks (CGI, PHP,
-// WSGI) read as the same header.
-func (a *ServiceAuth) dropClaimHeaders(h http.Header) {
-	if len(a.headers) == 0 {
-		return
+// newAuthEntry renders the placeholders of a verified token.
+func newAuthEntry(e *token.Entry) any {
+	ae := &authEntry{
+		verified: Verified{Token: e.Token, Organization: e.Organization},
+		claims:   e.Claims,
+		values:   make(map[string]any, len(e.Claims)+2),
 	}
-	for name := range h {
-		for _, want := range a.headers {
-			if sameHeaderName(name, want) {
-				delete(h, name)
-				break
-			}
-		}
+	for name, v := range e.Claims {
+		ae.values[authUserPrefix+name] = token.Render(v)
 	}
+	if sub, ok := e.Claims.String("sub"); ok {
+		ae.values[authUserID] = sub
+	}
+	if e.Organization != "" {
+		ae.values[organizationVarName] = e.Organization
+	}
+	ae.replace = ae.placeholder
+	return ae
 }
 
-// sameHeaderName compares header names ignoring case, with "_" equal to "-".
-func sameHeaderName(a, b string) bool {
-	if len(a) != len(b) {
-		return false
+// passAuthEntry leaves the token's placeholders and what it verified for
+// the handlers after service_auth.
+func passAuthEntry(r *http.Request, e *token.Entry) {
+	ae := e.Data.(*authEntry)
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Map(ae.replace)
 	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x == y {
-			continue
-		}
-		if x == '_' {
-			x = '-'
-		}
-		if y == '_' {
-			y = '-'
-		}
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
-// newEntry renders what requests with this token need.
-func (a *ServiceAuth) newEntry(raw string, claims token.Claims) *authEntry {
-	e := &authEntry{
-		claims:  claims,
-		values:  make(map[string]any, len(claims)+2),
-		headers: make([]string, len(a.headers)),
-		present: make([]bool, len(a.headers)),
-	}
-	for name, v := range claims {
-		e.values[authUserPrefix+name] = token.Render(v)
-	}
-	if sub, ok := claims.String("sub"); ok {
-		e.values[authUserID] = sub
-	}
-	org := organization(claims, a.orgPaths)
-	if org != "" {
-		e.values[organizationVarName] = org
-	}
-	for i, path := range a.paths {
-		if v, ok := claims.Lookup(path); ok && v != nil {
-			// A value no HTTP/1 message can carry is left out, rather than
-			// failing the request at the proxy.
-			if s := token.Render(v); httpguts.ValidHeaderFieldValue(s) {
-				e.headers[i], e.present[i] = s, true
-			}
-		}
-	}
-	e.verified = &Verified{Token: raw, Organization: org}
-	e.replace = e.placeholder
-	return e
+	setVerified(r, &ae.verified)
 }
 
 // placeholder serves this token's placeholders; dotted claim paths not
@@ -113,18 +61,4 @@ func (e *authEntry) placeholder(key string) (any, bool) {
 		}
 	}
 	return nil, false
-}
-
-// organization returns the first non-empty string or number at paths.
-func organization(claims token.Claims, paths []string) string {
-	for _, p := range paths {
-		v, _ := claims.Lookup(p)
-		switch v.(type) {
-		case string, json.Number, float64:
-			if s := token.Render(v); s != "" {
-				return s
-			}
-		}
-	}
-	return ""
 }

@@ -1,19 +1,23 @@
 package caddymodule
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// authOutcome is what service_auth made of one request; it is the outcome
-// label of servicegate_auth_requests_total.
+	"github.com/servicegate/servicegate/token"
+)
+
+// authOutcome is what service_auth made of one request, a token.Outcome;
+// it is the outcome label of servicegate_auth_requests_total.
 type authOutcome int
 
 const (
-	authRemembered      authOutcome = iota // a token verified before, served from the cache
-	authVerified                           // a token verified now
-	authNoToken                            // 401 without a token
-	authInvalidToken                       // 401 with a token that did not verify
-	authBadRequest                         // 400: two Authorization headers, a repeated query parameter
-	authKeysUnavailable                    // 503: no key set could be fetched
-	numAuthOutcomes
+	authRemembered      = authOutcome(token.Remembered)      // a token verified before, served from the cache
+	authVerified        = authOutcome(token.Verified)        // a token verified now
+	authNoToken         = authOutcome(token.NoToken)         // 401 without a token
+	authInvalidToken    = authOutcome(token.InvalidToken)    // 401 with a token that did not verify
+	authBadRequest      = authOutcome(token.BadRequest)      // 400: two Authorization headers, a repeated query parameter
+	authKeysUnavailable = authOutcome(token.KeysUnavailable) // 503: no key set could be fetched
+	numAuthOutcomes     = authKeysUnavailable + 1
 )
 
 var authOutcomeNames = [numAuthOutcomes]string{

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -9,18 +8,23 @@ import (
 	"go.uber.org/zap"
 )
 
-// refused answers a token that did not verify.
-func (a *ServiceAuth) refused(w http.ResponseWriter, r *http.Request, err error, fromQuery bool) error {
-	reason := err.Error() // one of token's reasons: short, never the token
-	if errors.Is(err, token.ErrKeysUnavailable) {
-		a.counters.inc(authKeysUnavailable)
-		setAuthError(r, reason)
-		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", reason))
-		return refuse(w, r, http.StatusServiceUnavailable, "Sign-in cannot be checked right now: the signing keys are unavailable. Try again in a moment.")
+// report counts the outcome of a request and, for a refusal, sets
+// {http.auth.service.error} and logs why.
+func (a *ServiceAuth) report(r *http.Request, o token.Outcome, why token.Refusal) {
+	a.counters.inc(authOutcome(o))
+	switch o {
+	case token.Remembered, token.Verified:
+		return
+	case token.NoToken:
+		a.logRefusal(r, why.Reason)
+	case token.InvalidToken:
+		a.logRefusal(r, why.Reason, zap.Bool("from_query", why.FromQuery))
+	case token.KeysUnavailable:
+		a.logger.Warn("bearer token not checked: no signing keys", zap.String("reason", why.Reason))
 	}
-	a.counters.inc(authInvalidToken)
-	a.logRefusal(r, reason, zap.Bool("from_query", fromQuery))
-	return a.unauthorized(w, r, reason, true)
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set(authErrorVar, why.Reason)
+	}
 }
 
 // logRefusal writes at DEBUG why a request was refused and what a token
@@ -30,56 +34,4 @@ func (a *ServiceAuth) logRefusal(r *http.Request, reason string, fields ...zap.F
 	if ce := a.logger.Check(zap.DebugLevel, "bearer token refused"); ce != nil {
 		ce.Write(append(append([]zap.Field{zap.String("reason", reason), zap.String("path", r.URL.Path)}, a.expected...), fields...)...)
 	}
-}
-
-// unauthorized answers 401 with an RFC 6750 challenge; error="invalid_token"
-// only when a token was sent.
-func (a *ServiceAuth) unauthorized(w http.ResponseWriter, r *http.Request, reason string, sent bool) error {
-	setAuthError(r, reason)
-	challenge := a.challenge
-	message := messageNoToken
-	if sent {
-		challenge += `, error="invalid_token", error_description="` + reason + `"`
-		message = "Your access token was refused (" + reason + "). Sign in again."
-	}
-	w.Header().Set("WWW-Authenticate", challenge)
-	return refuse(w, r, http.StatusUnauthorized, message)
-}
-
-// badRequest answers 400 with error="invalid_request" (RFC 6750 3.1).
-func (a *ServiceAuth) badRequest(w http.ResponseWriter, r *http.Request, problem string) error {
-	setAuthError(r, problem)
-	w.Header().Set("WWW-Authenticate", a.challenge+`, error="invalid_request", error_description="`+problem+`"`)
-	return refuse(w, r, http.StatusBadRequest, "The request is malformed: "+problem+".")
-}
-
-func setAuthError(r *http.Request, reason string) {
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set(authErrorVar, reason)
-	}
-}
-
-// defaultRealm is the realm of the WWW-Authenticate challenges of
-// service_auth and service_subscription.
-const defaultRealm = "service"
-
-// bearerChallenge is the RFC 6750 challenge for realm (defaultRealm when
-// empty); realm has passed validQuotedText.
-func bearerChallenge(realm string) string {
-	if realm == "" {
-		realm = defaultRealm
-	}
-	return `Bearer realm="` + realm + `"`
-}
-
-// validQuotedText reports whether s can sit inside an HTTP quoted-string
-// without escapes.
-func validQuotedText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }

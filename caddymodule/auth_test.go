@@ -707,3 +707,9 @@ func TestCaddyfileUnknownSubDirectiveErrorsAlike(t *testing.T) {
 		}
 	}
 }
+
+// sameHeaderName compares header names as service_auth does when it drops
+// inbound copies of its claim headers: ignoring case, with "_" equal to "-".
+func sameHeaderName(a, b string) bool {
+	return strings.EqualFold(strings.ReplaceAll(a, "_", "-"), strings.ReplaceAll(b, "_", "-"))
+}

@@ -171,7 +171,6 @@ func (a *Servicegate) clientOptions() (cluster.Options, error) {
 		OnError:         func(op cluster.Op, _ error) { redisErrorsBy[op].Inc() },
 		Log:             logRedisHealth,
 		OnPrimary:       reportRedisPrimary,
-		Now:             func() time.Time { return subscriptionNow() },
 	}
 	if a.Redis != "" {
 		u, err := repl.ReplaceOrErr(a.Redis, true, true)

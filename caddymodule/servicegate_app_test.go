@@ -311,8 +311,8 @@ func BenchmarkSubscriptionHitShared(b *testing.B) {
 	svc := newSubscriptionService(&testing.T{}, 200, `{"expires":"2099-01-01 00:00:00"}`)
 	defer svc.Close()
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL}
-	provisionSubscription(b, h)
 	h.shared = c.Subscriptions()
+	provisionSubscription(b, h)
 	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 	w := httptest.NewRecorder()
 	r := subscriptionRequest("", "")

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/cluster"
-	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/subscription"
+	"github.com/servicegate/servicegate/token"
 )
 
 // Defaults of service_subscription.
@@ -25,15 +24,12 @@ const (
 	defaultSubscriptionCacheSize   = 10000
 )
 
-// The on_error policies.
+// The on_error policies, as the config names them.
 const (
-	onErrorDeny  = "deny"
-	onErrorAllow = "allow"
-	onErrorStale = "stale"
+	onErrorDeny  = string(subscription.Deny)
+	onErrorAllow = string(subscription.Allow)
+	onErrorStale = string(subscription.Stale)
 )
-
-// subscriptionNow is the clock of service_subscription; tests move it.
-var subscriptionNow = time.Now
 
 // subscriptionCaches holds the subscription caches, one per cache size,
 // shared by every handler of that size and kept across config reloads (the
@@ -125,15 +121,15 @@ type ServiceSubscription struct {
 	dynamicBase bool   // base holds request placeholders
 	policy      subscription.Policy
 	onError     string
-	staleGrace  time.Duration
-	challenge   string // WWW-Authenticate value without a token
-	badToken    string // WWW-Authenticate value for a refused token
 	cache       *subscription.Cache
 	cacheKey    int
 	client      *subscription.Client
-	transport   *http.Transport
 	shared      *cluster.Subscriptions // nil without the servicegate app
 	logger      *zap.Logger
+	// check is the request pipeline's config, filled in by Provision; a
+	// test may set its clock (Now) before.
+	check   subscription.HandlerConfig
+	handler *subscription.Handler
 }
 
 // CaddyModule returns the Caddy module information.
@@ -144,8 +140,8 @@ func (ServiceSubscription) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision resolves config-time placeholders, applies defaults and takes
-// the shared cache.
+// Provision resolves config-time placeholders, applies defaults, takes the
+// shared cache and builds the request pipeline.
 func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	// Caddy validates after provisioning; an empty base_url would fail
 	// below with a less helpful message.
@@ -153,6 +149,30 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.logger = ctx.Logger()
+	if err := h.resolveConfig(); err != nil {
+		return err
+	}
+	var err error
+	if h.client, err = subscription.NewClient(h.TimeZone); err != nil {
+		return fmt.Errorf("service_subscription time_zone: %w", err)
+	}
+	if err := h.takeCache(); err != nil {
+		return err
+	}
+	app, err := servicegateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("service_subscription: %w", err)
+	}
+	if app != nil {
+		h.shared = app.Subscriptions()
+	}
+	registerSubscriptionMetrics(ctx.GetMetricsRegistry())
+	return h.newHandler()
+}
+
+// resolveConfig resolves the config-time placeholders and applies the
+// defaults.
+func (h *ServiceSubscription) resolveConfig() error {
 	repl := caddy.NewReplacer()
 	h.app = repl.ReplaceKnown(h.AppIdentifier, "")
 	if h.app == "" {
@@ -165,7 +185,6 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("service_subscription base_url: %w", err)
 		}
 	}
-
 	h.policy = subscription.Policy{
 		NegativeTTL: time.Duration(h.NegativeTTL),
 		Timeout:     time.Duration(h.Timeout),
@@ -181,51 +200,56 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	if h.onError == "" {
 		h.onError = onErrorDeny
 	}
-	h.staleGrace = time.Duration(h.StaleGrace)
+	return nil
+}
 
-	h.challenge = bearerChallenge(h.Realm)
-	h.badToken = h.challenge + `, error="invalid_token"`
-
-	loc := time.UTC
-	if h.TimeZone != "" {
-		var err error
-		if loc, err = time.LoadLocation(h.TimeZone); err != nil {
-			return fmt.Errorf("service_subscription time_zone: %w", err)
-		}
-	}
-	h.transport = http.DefaultTransport.(*http.Transport).Clone()
-	h.client = &subscription.Client{
-		HTTP: &http.Client{
-			Transport: h.transport,
-			// A redirect is an unusable answer; following it would
-			// send the token elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		Location: loc,
-	}
-
+// takeCache takes the cache of this handler's size from subscriptionCaches.
+// A new cache reads the clock of the config that makes it.
+func (h *ServiceSubscription) takeCache() error {
 	h.cacheKey = h.CacheSize
 	if h.cacheKey <= 0 {
 		h.cacheKey = defaultSubscriptionCacheSize
 	}
-	size := h.cacheKey
+	size, now := h.cacheKey, h.check.Now
 	v, _, err := subscriptionCaches.LoadOrNew(size, func() (caddy.Destructor, error) {
-		return subscriptionSharedCache{subscription.NewCache(size, func() time.Time { return subscriptionNow() })}, nil
+		return subscriptionSharedCache{subscription.NewCache(size, now)}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("service_subscription cache: %w", err)
 	}
 	h.cache = v.(subscriptionSharedCache).Cache
+	return nil
+}
 
-	app, err := servicegateApp(ctx)
-	if err != nil {
+// newHandler builds the request pipeline: Caddy's request variables,
+// placeholders, error routes and metrics are handed to it as callbacks.
+func (h *ServiceSubscription) newHandler() error {
+	h.check = subscription.HandlerConfig{
+		App:             h.app,
+		BaseURL:         h.base,
+		Verified:        verifiedToken,
+		Policy:          h.policy,
+		OnError:         subscription.OnError(h.onError),
+		StaleGrace:      time.Duration(h.StaleGrace),
+		Cache:           h.cache,
+		Client:          h.client,
+		Now:             h.check.Now,
+		Challenge:       token.Challenge(h.Realm),
+		Refuse:          refuse,
+		PaymentRequired: writePaymentRequired,
+		Abandoned:       func(err error) error { return caddyhttp.Error(499, err) },
+		Report:          h.report,
+	}
+	if h.dynamicBase {
+		h.check.Base = h.expandBase
+	}
+	if h.shared != nil {
+		h.check.Shared = h.shared
+	}
+	var err error
+	if h.handler, err = subscription.NewHandler(h.check); err != nil {
 		return fmt.Errorf("service_subscription: %w", err)
 	}
-	if app != nil {
-		h.shared = app.Subscriptions()
-	}
-
-	registerSubscriptionMetrics(ctx.GetMetricsRegistry())
 	return nil
 }
 
@@ -240,28 +264,19 @@ func (h *ServiceSubscription) Validate() error {
 		return errors.New("service_subscription: durations must not be negative")
 	case h.CacheSize < 0:
 		return errors.New("service_subscription: cache_size must not be negative")
-	case !validQuotedText(h.Realm):
+	case !token.ValidRealm(h.Realm):
 		return errors.New(`service_subscription: realm must be printable text without " or \`)
 	}
-	switch h.OnError {
-	case "", onErrorDeny, onErrorAllow:
-		if h.StaleGrace != 0 {
-			return errors.New(`service_subscription: stale_grace is only used with on_error "stale"`)
-		}
-	case onErrorStale:
-		if h.StaleGrace <= 0 {
-			return errors.New(`service_subscription: on_error "stale" needs a grace period above zero`)
-		}
-	default:
-		return fmt.Errorf(`service_subscription: on_error %q is not one of deny, allow, stale`, h.OnError)
+	if err := subscription.OnError(h.OnError).Validate(time.Duration(h.StaleGrace)); err != nil {
+		return fmt.Errorf("service_subscription: %w", err)
 	}
 	return nil
 }
 
 // Cleanup lets go of the shared cache and closes idle connections.
 func (h *ServiceSubscription) Cleanup() error {
-	if h.transport != nil {
-		h.transport.CloseIdleConnections()
+	if h.client != nil {
+		h.client.CloseIdleConnections()
 	}
 	if h.cache != nil {
 		_, _ = subscriptionCaches.Delete(h.cacheKey)
@@ -272,87 +287,50 @@ func (h *ServiceSubscription) Cleanup() error {
 // ServeHTTP lets the request through when the organization's subscription
 // is active, and answers it otherwise.
 func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	var tok, org string
-	if v, ok := verifiedFrom(r); ok {
-		tok, org = v.Token, v.Organization
-	} else {
-		tok = subscriptionBearerToken(r.Header.Get("Authorization"))
-	}
-	if tok == "" {
-		w.Header().Set("WWW-Authenticate", h.challenge)
-		return refuse(w, r, http.StatusUnauthorized, messageNoToken)
-	}
-
-	base := h.base
-	if h.dynamicBase {
-		var err error
-		if base, err = h.expandBase(r); err != nil {
-			h.logger.Warn("subscription query not sent: the service address is not usable for this request",
-				zap.String("organization", org), zap.Error(err))
-			return refuse(w, r, http.StatusForbidden, "The subscription of your organization cannot be checked: the service address for it is not valid.")
-		}
-	}
-
-	key := subscription.Key{BaseURL: base, App: h.app, Organization: org}
-	if org == "" {
-		key.Token = subscription.TokenHash(tok)
-	}
-	ctx, span := spans.Start(r.Context(), "servicegate.subscription.check")
-	defer span.End() // ended before next on the way through
-	a, hit := h.cache.Lookup(key)
-	span.Bool("servicegate.subscription.cache_hit", hit)
-	if hit {
-		subscriptionCacheHits.Inc()
-		span.String("servicegate.subscription.answer", a.Status.String())
-		if a.Status == subscription.Active {
-			// Lookup trusts an active answer only before it expires.
-			span.End()
-			return next.ServeHTTP(w, r)
-		}
-		return h.refuseAnswer(w, r, a)
-	}
-	subscriptionCacheMisses.Inc()
-
-	// ours tells whether the query Resolve ran (if any) carried this
-	// request's token; the write happens before Resolve returns.
-	ours := false
-	a, err := h.cache.Resolve(ctx, key, h.policy, func(ctx context.Context) (subscription.Answer, error) {
-		direct := func(ctx context.Context) (subscription.Answer, error) {
-			ours = true
-			return h.query(ctx, base, org, tok)
-		}
-		if h.shared != nil {
-			// The answer of another instance, or this query shared
-			// with them; Redis failing, this query alone.
-			return h.shared.Resolve(ctx, key, h.policy, direct)
-		}
-		return direct(ctx)
-	})
-	if err == nil && a.Status == subscription.Unauthorized && !ours {
-		// The service refused the token of another member of the
-		// organization, whose query this request shared: that says
-		// nothing about this request's token, so ask with it.
-		qctx, cancel := context.WithTimeout(ctx, h.policy.Timeout)
-		a, err = h.query(qctx, base, org, tok)
-		cancel()
-	}
-	if err != nil {
-		span.Fail("no usable answer from the service")
-		span.End()
-		return h.serviceFailed(w, r, next, key, err)
-	}
-	span.String("servicegate.subscription.answer", a.Status.String())
-	if a.ActiveAt(subscriptionNow()) {
-		span.End()
-		return next.ServeHTTP(w, r)
-	}
-	return h.refuseAnswer(w, r, a)
+	return h.handler.Serve(w, r, next)
 }
 
-// paymentRequiredBody is the JSON answer to an unpaid organization.
-type paymentRequiredBody struct {
-	errorBody
-	SubscribeLink string `json:"subscribe_link,omitempty"`
+// verifiedToken is the token and organization service_auth verified for r,
+// if it ran.
+func verifiedToken(r *http.Request) (tok, org string, ok bool) {
+	v, ok := verifiedFrom(r)
+	if !ok {
+		return "", "", false
+	}
+	return v.Token, v.Organization, true
+}
+
+// expandBase expands the request placeholders of base_url and validates the
+// result. Each value must pass subscription.ValidBaseValue, so a value can
+// neither move the query to another host nor into the path.
+func (h *ServiceSubscription) expandBase(r *http.Request) (string, error) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return "", errors.New("no replacer in the request context")
+	}
+	base, err := repl.ReplaceFunc(h.base, func(variable string, val any) (any, error) {
+		s := caddy.ToString(val)
+		if !subscription.ValidBaseValue(s) {
+			return nil, fmt.Errorf("placeholder {%s} is empty or holds characters a host name cannot", variable)
+		}
+		return s, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := subscription.ValidateBaseURL(base); err != nil {
+		return "", err
+	}
+	return base, nil
+}
+
+// writePaymentRequired writes the 402 answer and sets the
+// {http.service.subscribe_link} placeholder to link.
+func writePaymentRequired(w http.ResponseWriter, r *http.Request, message, link string) {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.service.subscribe_link", link)
+	}
+	subscription.WritePaymentRequired(w, r, message, link)
 }
 
 // Interface guards.

@@ -15,6 +15,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/servicegate/servicegate/subscription"
 )
 
 func init() {
@@ -38,7 +40,7 @@ func (testVerifyOrganization) CaddyModule() caddy.ModuleInfo {
 }
 
 func (testVerifyOrganization) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	setVerified(r, &Verified{Token: subscriptionBearerToken(r.Header.Get("Authorization")), Organization: r.Header.Get("X-Test-Organization")})
+	setVerified(r, &Verified{Token: subscription.BearerToken(r.Header.Get("Authorization")), Organization: r.Header.Get("X-Test-Organization")})
 	return next.ServeHTTP(w, r)
 }
 

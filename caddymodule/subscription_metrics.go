@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/subscription"
 )
@@ -84,4 +85,39 @@ func registerSubscriptionMetrics(reg prometheus.Registerer) {
 	registerCollector(reg, subscriptionCacheMisses)
 	registerCollector(reg, subscriptionQueries)
 	registerCollector(reg, subscriptionQueryDuration)
+}
+
+// report counts an event of a subscription check and logs what needs
+// telling. It never logs the token.
+func (h *ServiceSubscription) report(ev subscription.Event, d subscription.Detail) {
+	switch ev {
+	case subscription.CacheHit:
+		subscriptionCacheHits.Inc()
+	case subscription.CacheMiss:
+		subscriptionCacheMisses.Inc()
+	case subscription.Answered, subscription.QueryFailed:
+		subscriptionQueryDuration.Observe(d.Took.Seconds())
+		query := []zap.Field{zap.String("organization", d.Organization),
+			zap.Bool("keyed_by_token", d.Organization == ""), zap.String("app_identifier", h.app)}
+		if ev == subscription.QueryFailed {
+			subscriptionQueriesBy.inc(queryError)
+			h.logger.Error("subscription query failed", append(query, zap.Error(d.Err))...)
+			return
+		}
+		subscriptionQueriesBy.inc(subscriptionQueryOf(d.Answer.Status))
+		h.logger.Debug("subscription answer", append(query, zap.Stringer("answer", d.Answer.Status),
+			zap.Time("expires", d.Answer.Expires), zap.String("message", d.Answer.Message))...)
+	case subscription.BaseRefused:
+		h.logger.Warn("subscription query not sent: the service address is not usable for this request",
+			zap.String("organization", d.Organization), zap.Error(d.Err))
+	case subscription.Refused:
+		if ce := h.logger.Check(zap.DebugLevel, "subscription refused"); ce != nil {
+			// The app identifier the query named: a wrong one reads as
+			// "no subscription" for every organization.
+			ce.Write(zap.String("app_identifier", h.app), zap.String("answer", d.Answer.Status.String()), zap.String("path", d.Path))
+		}
+	case subscription.StaleTrusted:
+		h.logger.Info("service unavailable: trusting the lapsed active subscription",
+			zap.String("organization", d.Organization))
+	}
 }

@@ -386,12 +386,13 @@ func TestSubscriptionStaleGrace(t *testing.T) {
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := base
-	subscriptionNow = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	t.Cleanup(func() { subscriptionNow = time.Now })
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 
 	svc := newSubscriptionService(t, 200, `{"expires":"2030-01-01 01:00:00"}`)
-	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL, OnError: "stale", StaleGrace: caddy.Duration(10 * time.Minute)}
+	// A cache size of its own: a new cache reads the clock of the config
+	// that makes it.
+	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL, OnError: "stale", StaleGrace: caddy.Duration(10 * time.Minute), CacheSize: 7}
+	h.check.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	provisionSubscription(t, h)
 	serve := func() int {
 		rec := httptest.NewRecorder()
@@ -494,30 +495,6 @@ func TestSubscriptionProvisionAndValidate(t *testing.T) {
 	}
 }
 
-func TestSubscriptionBearerToken(t *testing.T) {
-	tests := map[string]string{
-		"Bearer abc":        "abc",
-		"bearer abc":        "abc",
-		"BEARER  abc ":      "abc",
-		"Bearer":            "",
-		"Bearer ":           "",
-		"Basic abc":         "",
-		"Bearerabc":         "",
-		"":                  "",
-		"Token x Bearer":    "",
-		"Bearer \v":         "",
-		"Bearer a b":        "",
-		"Bearer a\x00":      "",
-		"Bearer ===":        "",
-		"Bearer ab+/_~.-==": "ab+/_~.-==",
-	}
-	for in, want := range tests {
-		if got := subscriptionBearerToken(in); got != want {
-			t.Errorf("subscriptionBearerToken(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // subscriptionTestToken makes a token of bearer syntax from a test's name.
 func subscriptionTestToken(name string) string {
 	return strings.Map(func(r rune) rune {
@@ -526,38 +503,6 @@ func subscriptionTestToken(name string) string {
 		}
 		return '-'
 	}, name)
-}
-
-func FuzzSubscriptionBearerToken(f *testing.F) {
-	f.Add("Bearer abc")
-	f.Add("bearer ")
-	f.Add("Basic x")
-	f.Fuzz(func(t *testing.T, header string) {
-		tok := subscriptionBearerToken(header)
-		if tok != "" && !strings.Contains(header, tok) {
-			t.Fatalf("token %q not from %q", tok, header)
-		}
-		if tok != strings.TrimSpace(tok) {
-			t.Fatalf("token %q has surrounding space", tok)
-		}
-		if tok != "" && !token.IsB64Token(tok) {
-			t.Fatalf("token %q is not of bearer token syntax", tok)
-		}
-	})
-}
-
-func FuzzSubscriptionHostLabelSafe(f *testing.F) {
-	f.Add("acme")
-	f.Add("evil.example/x")
-	f.Add("a@b")
-	f.Fuzz(func(t *testing.T, s string) {
-		if !hostLabelSafe(s) {
-			return
-		}
-		if strings.ContainsAny(s, "/?#@:[] \\%") || s == "" {
-			t.Fatalf("%q accepted", s)
-		}
-	})
 }
 
 // BenchmarkSubscriptionHit is the hot path: a cached active answer for a

@@ -28,6 +28,31 @@ type Client struct {
 	Location *time.Location
 }
 
+// NewClient returns a Client over a transport of its own (see
+// CloseIdleConnections) that follows no redirects, reading expires dates
+// written without an offset in timeZone, an IANA time zone name ("" is
+// UTC). The error is time.LoadLocation's.
+func NewClient(timeZone string) (*Client, error) {
+	loc, err := time.LoadLocation(timeZone)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		HTTP: &http.Client{
+			Transport:     http.DefaultTransport.(*http.Transport).Clone(),
+			CheckRedirect: noRedirects.CheckRedirect,
+		},
+		Location: loc,
+	}, nil
+}
+
+// CloseIdleConnections closes the idle connections of c's HTTP client.
+func (c *Client) CloseIdleConnections() {
+	if c.HTTP != nil {
+		c.HTTP.CloseIdleConnections()
+	}
+}
+
 // noRedirects is the default HTTP client.
 var noRedirects = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

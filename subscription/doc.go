@@ -11,4 +11,11 @@
 // requests miss at once, and keeps lapsed positive answers around so that a
 // caller may choose to trust them for a grace period while the service is
 // unreachable.
+//
+// A Handler is the request pipeline of a subscription check: it looks the
+// answer up (in the Cache, then in what other instances share, then with a
+// query), lets the request through when the subscription is active, answers
+// 401, 402 with the subscribe link, or 403 otherwise, and applies the
+// OnError policy when the service cannot answer; refusals and reports go to
+// callbacks of its HandlerConfig.
 package subscription

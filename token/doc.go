@@ -10,6 +10,12 @@
 // ([Verifier.Generation], [Rotating]): a key withdrawn from a JWKS ends the
 // tokens remembered under it.
 //
+// A [Handler] is the request pipeline of a bearer token check: it takes the
+// token from the Authorization header (or a query parameter), verifies or
+// remembers it, sets the claim headers and passes the request on, or
+// refuses it with an RFC 6750 challenge; refusals and outcomes go to
+// callbacks of its [HandlerConfig].
+//
 // Errors returned by Verify are one of the Err* values of this package: their
 // text is a short reason that never contains the token.
 package token

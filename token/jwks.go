@@ -153,6 +153,17 @@ func (s *JWKS) Run(ctx context.Context) {
 	}
 }
 
+// Start runs Run in a goroutine of its own until ctx is done; the channel
+// returned is closed once Run has returned.
+func (s *JWKS) Start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	return done
+}
+
 // Refresh fetches the set now (or waits for a fetch under way) and, when
 // it holds at least one usable key, replaces the set in use.
 func (s *JWKS) Refresh(ctx context.Context) error {

@@ -1,0 +1,127 @@
+package token
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// passed is a next handler that records the request it was given.
+type passed struct{ r *http.Request }
+
+func (p *passed) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	p.r = r
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// TestHandlerWithoutCaddy runs the check as a Go app would, with the
+// defaults of HandlerConfig: refusals written as JSON, claims in headers,
+// the token's query parameter stripped, outcomes reported.
+func TestHandlerWithoutCaddy(t *testing.T) {
+	k := testKinds(t)[0]
+	var outcomes []Outcome
+	h, err := NewHandler(HandlerConfig{
+		Verifier:     NewVerifier(k.keys, Options{Now: fixedNow}),
+		Cache:        NewCache[*Entry](10, fixedNow),
+		FromQuery:    "jwtToken",
+		StripQuery:   true,
+		ClaimHeaders: map[string]string{"x-user": "sub", "X-Org": "context.organization_id"},
+		Report:       func(_ *http.Request, o Outcome, _ Refusal) { outcomes = append(outcomes, o) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := sign(t, k.method, k.sign, baseClaims())
+
+	serve := func(target string, header http.Header) (*httptest.ResponseRecorder, *http.Request) {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, target, nil)
+		for name, vals := range header {
+			r.Header[name] = vals
+		}
+		next := new(passed)
+		w := httptest.NewRecorder()
+		if err := h.Serve(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+		return w, next.r
+	}
+
+	w, got := serve("/api?jwtToken="+good+"&page=2", http.Header{"X_user": {"forged"}})
+	if w.Code != http.StatusNoContent || got == nil {
+		t.Fatalf("valid token: status %d, passed on %v", w.Code, got != nil)
+	}
+	if got.Header.Get("X-User") != "7" || got.Header.Get("X-Org") != "1" || got.Header["X_user"] != nil {
+		t.Errorf("claim headers %v", got.Header)
+	}
+	if got.URL.RawQuery != "page=2" {
+		t.Errorf("query passed on %q, want the token's parameter stripped", got.URL.RawQuery)
+	}
+
+	w, got = serve("/api", http.Header{"Authorization": {"Bearer " + good}})
+	if w.Code != http.StatusNoContent || got == nil {
+		t.Fatalf("remembered token: status %d", w.Code)
+	}
+
+	w, _ = serve("/api", nil)
+	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != `Bearer realm="service"` ||
+		!strings.Contains(w.Body.String(), `"message":"`+MessageNoToken+`"`) {
+		t.Errorf("no token: %d %q %s", w.Code, w.Header().Get("WWW-Authenticate"), w.Body)
+	}
+
+	bad := sign(t, k.method, k.other, baseClaims())
+	w, _ = serve("/api", http.Header{"Authorization": {"Bearer " + bad}})
+	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Header().Get("WWW-Authenticate"), `error="invalid_token"`) ||
+		strings.Contains(w.Body.String(), bad) {
+		t.Errorf("bad signature: %d %q %s", w.Code, w.Header().Get("WWW-Authenticate"), w.Body)
+	}
+
+	w, _ = serve("/api", http.Header{"Authorization": {"Bearer a", "Bearer b"}})
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Header().Get("WWW-Authenticate"), `error="invalid_request"`) {
+		t.Errorf("two Authorization headers: %d %q", w.Code, w.Header().Get("WWW-Authenticate"))
+	}
+
+	want := []Outcome{Verified, Remembered, NoToken, InvalidToken, BadRequest}
+	if len(outcomes) != len(want) {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
+	}
+	for i := range want {
+		if outcomes[i] != want[i] {
+			t.Fatalf("outcomes %v, want %v", outcomes, want)
+		}
+	}
+}
+
+func TestClaimsOrganization(t *testing.T) {
+	tests := []struct {
+		claims Claims
+		want   string
+	}{
+		{Claims{"domain": "acme", "context": map[string]any{"organization_id": 1.0}}, "acme"},
+		{Claims{"domain": "", "context": map[string]any{"organization_id": 42.0}}, "42"},
+		{Claims{"domain": true, "context": map[string]any{"organization_id": "x"}}, "x"},
+		{Claims{"domain": map[string]any{}}, ""},
+		{Claims{}, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.claims.Organization(DefaultOrganizationClaims); got != tt.want {
+			t.Errorf("%v: organization %q, want %q", tt.claims, got, tt.want)
+		}
+	}
+}
+
+func TestChallengeAndRealm(t *testing.T) {
+	if got := Challenge(""); got != `Bearer realm="service"` {
+		t.Errorf("default challenge %q", got)
+	}
+	if got := Challenge("acme app"); got != `Bearer realm="acme app"` {
+		t.Errorf("challenge %q", got)
+	}
+	for realm, want := range map[string]bool{"": true, "acme app": true, `a"b`: false, `a\b`: false, "a\tb": false, "a\x7fb": false} {
+		if ValidRealm(realm) != want {
+			t.Errorf("ValidRealm(%q) = %v, want %v", realm, !want, want)
+		}
+	}
+}
