@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -267,7 +268,7 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	switch {
 	case err == nil:
 		a.descState = descriptorState(loaded)
-		return a.provisionRoutes(ctx, loaded.Descriptor)
+		return a.provisionRoutes(ctx, loaded.Descriptor, ctx.LoadModuleByID)
 	case !descriptor.IsAddress(a.Descriptor) || errors.As(err, &defects):
 		// A missing or defective file, or an answer that is no
 		// descriptor: a mistake to fix, not an app still starting.
@@ -316,7 +317,7 @@ func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context) {
 		return // the config is unloading
 	}
 	a.descState = health.Descriptor{State: health.DescriptorRead, At: time.Now()}
-	if err := a.provisionRoutes(ctx, desc); err != nil {
+	if err := a.provisionRoutes(ctx, desc, a.loadLate(ctx)); err != nil {
 		a.logger.Error("the app descriptor was read but its routes could not be made; the site answers 503 until the config is fixed and reloaded",
 			zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
 		return
@@ -342,7 +343,7 @@ func (a *ServiceApp) descriptorLabel() string {
 
 // provisionRoutes expands desc into routes unless the config holds them,
 // and provisions every handler of every route.
-func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descriptor) error {
+func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descriptor, load moduleLoader) error {
 	var err error
 	a.desc = desc
 	routes := a.Routes
@@ -363,13 +364,13 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 	}
 	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
 	a.modules = make(map[string]appModule)
-	if err := a.provisionInstallations(ctx, desc, routes); err != nil {
+	if err := a.provisionInstallations(ctx, desc); err != nil {
 		return err
 	}
 	for i := range routes {
-		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
-			// Caddy cleans up only modules that provisioned: let go of
-			// what the routes before this one hold (queues, watchers).
+		if err := a.provisionRoute(&routes[i], load); err != nil {
+			// Caddy cleans up the modules it loaded, not what the app
+			// holds of its own (installations, handlers loaded late).
 			_ = a.cleanupHandlers()
 			return err
 		}
@@ -406,32 +407,11 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 	return a.provisionHealth(ctx)
 }
 
-// provisionRoute provisions the handlers of one route and files it under
-// its path.
-func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
-	if rt.SignIn != nil {
-		rt.SignIn.origin = a.origin
-	}
-	if rt.Limits != nil {
-		rt.Limits.origin = a.origin
-	}
-	if rt.Webhook != nil {
-		rt.Webhook.origin = a.origin
-	}
-	for _, h := range rt.handlers() {
-		if p, ok := h.(caddy.Provisioner); ok {
-			if err := p.Provision(ctx); err != nil {
-				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
-			}
-		}
-		if c, ok := h.(caddy.CleanerUpper); ok {
-			a.cleanups = append(a.cleanups, c)
-		}
-		if v, ok := h.(caddy.Validator); ok {
-			if err := v.Validate(); err != nil {
-				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
-			}
-		}
+// provisionRoute loads the handlers of one route and files it under its
+// path.
+func (a *ServiceApp) provisionRoute(rt *AppRoute, load moduleLoader) error {
+	if err := rt.loadHandlers(load); err != nil {
+		return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
 	}
 	switch {
 	case rt.Path == "*":
@@ -475,25 +455,115 @@ func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
 	return nil
 }
 
-// handlers lists the route's handlers in the order they run.
-func (rt *AppRoute) handlers() []caddyhttp.MiddlewareHandler {
-	var hs []caddyhttp.MiddlewareHandler
-	if rt.Webhook != nil {
-		hs = append(hs, rt.Webhook)
+// moduleLoader loads a handler of service_app's routes: the Caddy module
+// id, from its JSON config, provisioned and validated.
+type moduleLoader func(id string, raw json.RawMessage) (any, error)
+
+// loadHandlers loads the route's handlers, in the order they run, as the
+// Caddy modules they are, and puts the loaded ones in the route.
+func (rt *AppRoute) loadHandlers(load moduleLoader) error {
+	err := loadHandler(load, &rt.Webhook)
+	if err == nil {
+		err = loadHandler(load, &rt.Limits)
 	}
-	if rt.Limits != nil {
-		hs = append(hs, rt.Limits)
+	if err == nil {
+		err = loadHandler(load, &rt.SignIn)
 	}
-	if rt.SignIn != nil {
-		hs = append(hs, rt.SignIn)
+	if err == nil {
+		err = loadHandler(load, &rt.Auth)
 	}
-	if rt.Auth != nil {
-		hs = append(hs, rt.Auth)
+	if err == nil {
+		err = loadHandler(load, &rt.Subscription)
 	}
-	if rt.Subscription != nil {
-		hs = append(hs, rt.Subscription)
+	return err
+}
+
+// loadHandler loads *h, when set, and puts the loaded module in its place.
+func loadHandler[M any, T interface {
+	*M
+	caddy.Module
+}](load moduleLoader, h *T) error {
+	if *h == nil {
+		return nil
 	}
-	return hs
+	raw, err := json.Marshal(*h)
+	if err != nil {
+		return err
+	}
+	v, err := load(string((*h).CaddyModule().ID), raw)
+	if err != nil {
+		return err
+	}
+	*h = v.(T)
+	return nil
+}
+
+// loadLate loads the handlers of routes made after Provision, from a
+// descriptor read in the background. It provisions and validates them by
+// hand, and Cleanup releases them, because Caddy cannot own them: the
+// caddy.Context's list of modules must not change once Provision has
+// returned (Caddy goes on loading the config with it, and walks it when
+// the config unloads), and a context of their own (caddy.NewContext) has
+// a metrics registry of its own, which no metrics endpoint serves.
+func (a *ServiceApp) loadLate(ctx caddy.Context) moduleLoader {
+	return func(id string, raw json.RawMessage) (any, error) {
+		info, err := caddy.GetModule(id)
+		if err != nil {
+			return nil, err
+		}
+		m := info.New()
+		if err := json.Unmarshal(raw, m); err != nil {
+			return nil, err
+		}
+		if p, ok := m.(caddy.Provisioner); ok {
+			err = p.Provision(ctx)
+		}
+		if v, ok := m.(caddy.Validator); ok && err == nil {
+			err = v.Validate()
+		}
+		c, _ := m.(caddy.CleanerUpper)
+		switch {
+		case err != nil && c != nil:
+			return nil, errors.Join(err, c.Cleanup())
+		case err != nil:
+			return nil, err
+		case c != nil:
+			a.cleanups = append(a.cleanups, c)
+		}
+		return m, nil
+	}
+}
+
+// wireForServiceApp gives m, a handler that service_app loads for one of
+// its routes, what the app shares with its handlers: the site's origin and
+// the installations. The handlers call it first in Provision; for a
+// handler of a site's own route it does nothing.
+func wireForServiceApp(ctx caddy.Context, m caddy.Module) {
+	mods := ctx.Modules()
+	for i := len(mods) - 1; i >= 0; i-- {
+		if a, ok := mods[i].(*ServiceApp); ok {
+			a.wire(m)
+			return
+		}
+	}
+}
+
+// wire gives m what the app shares with the handlers of its routes.
+func (a *ServiceApp) wire(m caddy.Module) {
+	switch m := m.(type) {
+	case *ServiceWebhook:
+		m.origin = a.origin
+		if a.inst != nil {
+			m.installations = a.inst.book
+			if a.inst.header != "" {
+				m.appToken = queuedAppToken(a.inst.where, a.inst.header)
+			}
+		}
+	case *ServiceLimits:
+		m.origin = a.origin
+	case *ServiceOAuth:
+		m.origin = a.origin
+	}
 }
 
 // Validate checks what Provision does not.

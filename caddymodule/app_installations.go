@@ -71,6 +71,7 @@ type appInstallations struct {
 	book    *installations.Book
 	handler *installations.Handler
 	header  string // "" when off
+	where   string // the store, as the book is filed (see keepBook)
 	logger  *zap.Logger
 }
 
@@ -110,9 +111,9 @@ func eventsWithoutInstallations(desc *descriptor.Descriptor) string {
 
 // provisionInstallations opens the installations of the app when the
 // block is given, registers the lifecycle paths, and hands the webhook
-// routes the installations as their secret source. It runs before the
-// routes are provisioned.
-func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute) error {
+// routes the installations as their secret source (see wire). It runs
+// before the routes are provisioned.
+func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.Descriptor) error {
 	ic := a.Installations
 	if ic == nil {
 		if msg := eventsWithoutInstallations(desc); msg != "" {
@@ -151,14 +152,13 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		// organization when another announces a change.
 		store := sg.Client().Installations(a.clientID)
 		lock := func(ctx context.Context, org string) (func(), error) { return store.Lock(ctx, org, 2*appTokenTimeout) }
-		if err := a.openInstallations(ctx, desc, routes, store, lock, sealer, service, secret); err != nil {
+		where := "redis://" + sg.Client().Addr() + "/" + a.clientID
+		if err := a.openInstallations(ctx, desc, where, store, lock, sealer, service, secret); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
 		}
 		book := a.inst.book
-		where := "redis://" + sg.Client().Addr() + "/" + a.clientID
 		a.cleanups = append(a.cleanups, cleanupFunc(store.OnChange(func(org string) { _ = book.Refresh(org) })),
 			cleanupFunc(keepBook(where, book)))
-		a.queuedAppTokens(routes, where)
 		return nil
 	}
 
@@ -176,25 +176,12 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	release := installationStoreRelease(path)
-	if err := a.openInstallations(ctx, desc, routes, v.(pooledInstallationStore).BoltStore, nil, sealer, service, secret); err != nil {
+	if err := a.openInstallations(ctx, desc, path, v.(pooledInstallationStore).BoltStore, nil, sealer, service, secret); err != nil {
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
 	}
 	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
-	a.queuedAppTokens(routes, path)
 	return nil
-}
-
-// queuedAppTokens makes the webhook routes' queues give app tokens at send
-// time, from the book kept under where.
-func (a *ServiceApp) queuedAppTokens(routes []AppRoute, where string) {
-	if h := a.inst.header; h != "" {
-		for i := range routes {
-			if wh := routes[i].Webhook; wh != nil {
-				wh.appToken = queuedAppToken(where, h)
-			}
-		}
-	}
 }
 
 // queuedAppToken sets the app token of a queued delivery's organization
@@ -216,8 +203,9 @@ func queuedAppToken(file, header string) func(ctx context.Context, org string, h
 }
 
 // openInstallations builds the book and the lifecycle handler over an open
-// store, and wires them into the routes.
-func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute,
+// store kept at where (as the book is filed), and registers the lifecycle
+// paths.
+func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descriptor, where string,
 	store installations.Store, lock func(context.Context, string) (func(), error), sealer *installations.Sealer, service, secret string) error {
 	ic := a.Installations
 
@@ -246,7 +234,7 @@ func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descr
 	if err != nil {
 		return err
 	}
-	inst := &appInstallations{book: book, logger: logger}
+	inst := &appInstallations{book: book, logger: logger, where: where}
 	if h := ic.TokenHeader; h != "off" {
 		inst.header = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
 	}
@@ -286,11 +274,6 @@ func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descr
 			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other.path)
 		}
 		a.modules[key] = appModule{p, appLifecycle{handler}}
-	}
-	for i := range routes {
-		if wh := routes[i].Webhook; wh != nil {
-			wh.installations = book
-		}
 	}
 	return nil
 }
