@@ -21,7 +21,6 @@ import (
 	"github.com/servicegate/servicegate/health"
 	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/respond"
-	"github.com/servicegate/servicegate/urlpath"
 )
 
 func init() {
@@ -61,8 +60,8 @@ func descriptorState(l *descriptor.Loaded) health.Descriptor {
 // entry for the admin API. It runs last in Provision: on an error it lets
 // go of what the routes hold, as Caddy cleans up only modules that
 // provisioned.
-func (a *ServiceApp) provisionHealth(ctx caddy.Context) error {
-	if err := a.setUpHealth(ctx); err != nil {
+func (a *ServiceApp) provisionHealth(ctx caddy.Context, f *appRouting) error {
+	if err := a.setUpHealth(ctx, f); err != nil {
 		_ = a.cleanupHandlers()
 		return err
 	}
@@ -82,7 +81,11 @@ func (a *ServiceApp) provisionWaitingHealth(ctx caddy.Context) error {
 	if a.Health != "off" {
 		hc.path = cmp.Or(a.Health, appDefaultHealthPath)
 	}
-	a.waitingHealth = hc
+	router := a.newRouter(true)
+	if hc.path != "" {
+		router.Health(hc.path, routed(appHealthHandler{hc}))
+	}
+	a.router.Store(router)
 	appHealth.Store(a, hc)
 	registerCollector(ctx.GetMetricsRegistry(), prometheus.Collector(descriptorCollector))
 	return nil
@@ -103,7 +106,7 @@ func (a *ServiceApp) newHealthCheck(ctx caddy.Context, app string) (*appHealthCh
 	return hc, nil
 }
 
-func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
+func (a *ServiceApp) setUpHealth(ctx caddy.Context, f *appRouting) error {
 	hc, err := a.newHealthCheck(ctx, cmp.Or(a.desc.Identifier, a.desc.Name))
 	if err != nil {
 		return err
@@ -138,11 +141,10 @@ func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
 	}
 	if a.Health != "off" {
 		hc.path = cmp.Or(a.Health, appDefaultHealthPath)
-		_, module := a.modules[urlpath.Canonical(hc.path)]
-		if _, taken := a.exact[hc.path]; taken || module || hc.path == a.descPath || (a.spillPath != "" && strings.HasPrefix(hc.path, a.spillPath)) {
+		if f.router.Routes(hc.path) || (f.spillPath != "" && strings.HasPrefix(hc.path, f.spillPath)) {
 			return fmt.Errorf("service_app: the health check's path %s is also a path of the app: choose another with health <path>, or turn it off with health off", hc.path)
 		}
-		a.exact[hc.path] = appHealthHandler{hc}
+		f.router.Health(hc.path, routed(appHealthHandler{hc}))
 	}
 	appHealth.Store(a, hc)
 	registerCollector(ctx.GetMetricsRegistry(), prometheus.Collector(descriptorCollector))

@@ -10,20 +10,17 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/approute"
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/installations"
 	"github.com/servicegate/servicegate/oauth"
-	"github.com/servicegate/servicegate/urlpath"
-	"github.com/servicegate/servicegate/webhook"
 )
 
 // appDefaultTokenHeader carries an organization's app token to the app.
@@ -263,17 +260,25 @@ func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descr
 	}
 	inst.handler = handler
 	a.inst = inst
+	return nil
+}
+
+// routeLifecycle routes the lifecycle paths of desc to the installations.
+func (a *ServiceApp) routeLifecycle(router *approute.Router, desc *descriptor.Descriptor) error {
+	if a.inst == nil {
+		return nil
+	}
+	h := a.inst.handler
+	lifecycle := func(w http.ResponseWriter, r *http.Request, next approute.Next) error { return h.Serve(w, r, next) }
 	for _, p := range []string{desc.Events.Installed, desc.Events.Uninstall, desc.Events.SubscriptionPaid} {
 		if p == "" {
 			continue
 		}
 		// Every spelling of a lifecycle path that a lenient router takes
 		// for it gets the lifecycle's checks, as module urls do.
-		key := urlpath.Canonical(p)
-		if other, ok := a.modules[key]; ok {
-			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other.path)
+		if other := router.Module(p, lifecycle); other != "" {
+			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other)
 		}
-		a.modules[key] = appModule{p, appLifecycle{handler}}
 	}
 	return nil
 }
@@ -332,99 +337,6 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// appLifecycle serves the lifecycle paths.
-type appLifecycle struct{ h *installations.Handler }
-
-func (l appLifecycle) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return l.h.Serve(w, r, next)
-}
-
-// stripAppToken removes inbound copies of the token header: only the
-// gateway sets it.
-func (a *ServiceApp) stripAppToken(r *http.Request) {
-	if a.inst != nil && a.inst.header != "" {
-		delete(r.Header, a.inst.header)
-	}
-}
-
-// serveGuardedWithToken runs the "*" route with a next handler that gives
-// the app the organization's app token when the request's verified token
-// names an installed organization.
-func (a *ServiceApp) serveGuardedWithToken(w http.ResponseWriter, r *http.Request, c *appChain) error {
-	if a.inst == nil || a.inst.header == "" {
-		return a.serveGuarded(w, r, c)
-	}
-	t := appTokenNexts.Get().(*appTokenNext)
-	*t = appTokenNext{inst: a.inst, next: c.next}
-	c.next = t
-	err := a.serveGuarded(w, r, c)
-	*t = appTokenNext{}
-	appTokenNexts.Put(t)
-	return err
-}
-
-// appTokenNexts pools the next handlers that set the app token, so the hot
-// path allocates none.
-var appTokenNexts = sync.Pool{New: func() any { return new(appTokenNext) }}
-
-// appTokenNext sets the app token header, then calls next. delivery: the
-// organization is the one a verified webhook delivery names (its
-// organization headers, which the check removed unless the signature
-// vouches for them); else the one service_auth verified.
-type appTokenNext struct {
-	inst     *appInstallations
-	next     caddyhttp.Handler
-	delivery bool
-}
-
-func (t *appTokenNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	var org string
-	if t.delivery {
-		org = cmp.Or(r.Header.Get(webhook.HeaderDomain), r.Header.Get(webhook.HeaderOrgID))
-	} else if v, ok := verifiedFrom(r); ok {
-		org = v.Organization
-	}
-	if org != "" {
-		tok, _, err := t.inst.book.Token(r.Context(), org)
-		switch {
-		case err == nil:
-			r.Header[t.inst.header] = []string{tok}
-		case !errors.Is(err, installations.ErrNotFound):
-			t.inst.logger.Warn("the request goes on without an app token", zap.String("organization", org), zap.Error(err))
-		}
-	}
-	return t.next.ServeHTTP(w, r)
-}
-
-// appDeliveryRoute is a webhook route whose verified deliveries carry the
-// organization's app token.
-type appDeliveryRoute struct {
-	inst *appInstallations
-	h    caddyhttp.MiddlewareHandler
-}
-
-func (d appDeliveryRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	t := appTokenNexts.Get().(*appTokenNext)
-	*t = appTokenNext{inst: d.inst, next: next, delivery: true}
-	err := d.h.ServeHTTP(w, r, t)
-	*t = appTokenNext{}
-	appTokenNexts.Put(t)
-	return err
-}
-
-// wrapDeliveryRoutes makes the webhook routes give app tokens; it runs
-// once the routes are provisioned.
-func (a *ServiceApp) wrapDeliveryRoutes() {
-	if a.inst == nil || a.inst.header == "" {
-		return
-	}
-	for key, m := range a.modules {
-		if _, ok := m.handler.(*ServiceWebhook); ok {
-			a.modules[key] = appModule{m.path, appDeliveryRoute{inst: a.inst, h: m.handler}}
-		}
-	}
 }
 
 // parseInstallations reads the installations block:
