@@ -595,7 +595,7 @@ func (a *ServiceApp) wire(m caddy.Module) {
 		if a.inst != nil {
 			m.installations = a.inst.book
 			if a.inst.header != "" {
-				m.appToken = queuedAppToken(a.inst.where, a.inst.header)
+				m.appToken = installationBooks.QueuedToken(a.inst.where, a.inst.header)
 			}
 		}
 	case *ServiceLimits:

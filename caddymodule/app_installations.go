@@ -68,7 +68,7 @@ type appInstallations struct {
 	book    *installations.Book
 	handler *installations.Handler
 	header  string // "" when off
-	where   string // the store, as the book is filed (see keepBook)
+	where   string // the store, as the book is filed (see installations.Books)
 	logger  *zap.Logger
 }
 
@@ -155,7 +155,7 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		}
 		book := a.inst.book
 		a.cleanups = append(a.cleanups, cleanupFunc(store.OnChange(func(org string) { _ = book.Refresh(org) })),
-			cleanupFunc(keepBook(where, book)))
+			cleanupFunc(installationBooks.Keep(where, book)))
 		return nil
 	}
 
@@ -177,26 +177,8 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
 	}
-	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
+	a.cleanups = append(a.cleanups, release, cleanupFunc(installationBooks.Keep(path, a.inst.book)))
 	return nil
-}
-
-// queuedAppToken sets the app token of a queued delivery's organization
-// when the delivery is sent, from the book of the latest config that keeps
-// its installations in file: the queue outlives config reloads.
-func queuedAppToken(file, header string) func(ctx context.Context, org string, h http.Header) {
-	return func(ctx context.Context, org string, h http.Header) {
-		delete(h, header)
-		installationBooks.Lock()
-		b := installationBooks.byFile[file]
-		installationBooks.Unlock()
-		if b == nil || org == "" {
-			return
-		}
-		if tok, _, err := b.Token(ctx, org); err == nil {
-			h[header] = []string{tok}
-		}
-	}
 }
 
 // openInstallations builds the book and the lifecycle handler over an open

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -44,63 +43,21 @@ func (InstallationsAdmin) Routes() []caddy.AdminRoute {
 	}
 }
 
-// installationBooks holds the books of the loaded configs, by store file:
-// the latest config's book of each file.
-var installationBooks = struct {
-	sync.Mutex
-	byFile map[string]*installations.Book
-}{byFile: map[string]*installations.Book{}}
-
-// keepBook files b as the book of its store file until release.
-func keepBook(file string, b *installations.Book) (release func()) {
-	installationBooks.Lock()
-	installationBooks.byFile[file] = b
-	installationBooks.Unlock()
-	return func() {
-		installationBooks.Lock()
-		if installationBooks.byFile[file] == b {
-			delete(installationBooks.byFile, file)
-		}
-		installationBooks.Unlock()
-	}
-}
-
-func eachBook(fn func(*installations.Book) bool) {
-	installationBooks.Lock()
-	books := make([]*installations.Book, 0, len(installationBooks.byFile))
-	for _, b := range installationBooks.byFile {
-		books = append(books, b)
-	}
-	installationBooks.Unlock()
-	for _, b := range books {
-		if !fn(b) {
-			return
-		}
-	}
-}
+// installationBooks holds the books of the loaded configs, by store: the
+// latest config's book of each.
+var installationBooks installations.Books
 
 // installationsHeld is the number of installations held by the loaded
 // configs.
 var installationsHeld = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Namespace: "servicegate", Subsystem: "installations", Name: "held",
 	Help: "Installations of the app held by service_app (organizations that installed it).",
-}, func() float64 {
-	n := 0
-	eachBook(func(b *installations.Book) bool { n += b.Len(); return true })
-	return float64(n)
-})
+}, func() float64 { return float64(installationBooks.Len()) })
 
 func installationsList(w http.ResponseWriter, r *http.Request) error {
 	switch r.Method {
 	case http.MethodGet:
-		out := []installations.Summary{}
-		var err error
-		eachBook(func(b *installations.Book) bool {
-			var list []installations.Summary
-			list, err = b.List()
-			out = append(out, list...)
-			return err == nil
-		})
+		out, err := installationBooks.List()
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("listing the installations: %w", err)}
 		}
@@ -112,15 +69,7 @@ func installationsList(w http.ResponseWriter, r *http.Request) error {
 		if org == "" {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("name the installation to remove: ?organization=<domain or id>")}
 		}
-		removed := 0
-		var err error
-		eachBook(func(b *installations.Book) bool {
-			if _, ok := b.Organization(org); ok {
-				removed++
-				err = b.Remove(org)
-			}
-			return err == nil
-		})
+		removed, err := installationBooks.Remove(org)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 		}
@@ -147,18 +96,7 @@ func installationsToken(w http.ResponseWriter, r *http.Request) error {
 	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body); err != nil || body.Organization == "" {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New(`send {"organization": "<domain or id>"}`)}
 	}
-	var (
-		tok     string
-		expires time.Time
-		err     = installations.ErrNotFound
-	)
-	eachBook(func(b *installations.Book) bool {
-		if _, ok := b.Organization(body.Organization); !ok {
-			return true
-		}
-		tok, expires, err = b.Token(r.Context(), body.Organization)
-		return false
-	})
+	tok, expires, err := installationBooks.Token(r.Context(), body.Organization)
 	switch {
 	case errors.Is(err, installations.ErrNotFound):
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no installation of organization %q", body.Organization)}
