@@ -26,7 +26,7 @@ func (a *appNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 
 type session struct{}
 
-func (session) Carries(h http.Header) bool  { return strings.Contains(h.Get("Cookie"), "sid=") }
+func (session) Carries(h http.Header) bool { return strings.Contains(h.Get("Cookie"), "sid=") }
 func (session) StripCookies(h http.Header) { h.Del("Cookie") }
 
 // TestRouterRoutes: each path goes to its route, in the router's order,

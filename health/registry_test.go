@@ -44,7 +44,10 @@ func TestAppServe(t *testing.T) {
 	a := &App{Name: "a", Checker: Checker{Queues: QueuesOf([]QueueSource{{Where: "q",
 		Stats:    func() queue.Stats { depth++; return queue.Stats{Depth: depth} },
 		Writable: func(context.Context) error { return errors.New("read-only") }}})}}
-	refuse := func(w http.ResponseWriter, _ *http.Request, status int, _ string) error { w.WriteHeader(status); return nil }
+	refuse := func(w http.ResponseWriter, _ *http.Request, status int, _ string) error {
+		w.WriteHeader(status)
+		return nil
+	}
 	for method, want := range map[string]int{"GET": 503, "HEAD": 503, "POST": 405} {
 		w := httptest.NewRecorder()
 		if err := a.Serve(w, httptest.NewRequest(method, "/h", nil), refuse); err != nil || w.Code != want {
