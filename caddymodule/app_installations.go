@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/servicegate/servicegate/approute"
 	"github.com/servicegate/servicegate/descriptor"
@@ -306,19 +307,10 @@ func (ic *AppInstallations) validate() error {
 		return fmt.Errorf("service_app: installations: store %q is neither disk nor redis", ic.Store)
 	case ic.Forward != "" && ic.Forward != "on" && ic.Forward != "off":
 		return fmt.Errorf("service_app: installations: forward takes on or off, not %q", ic.Forward)
-	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !validHeaderName(ic.TokenHeader):
+	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !httpguts.ValidHeaderFieldName(ic.TokenHeader):
 		return fmt.Errorf("service_app: installations: token_header %q is not a header name", ic.TokenHeader)
 	}
 	return nil
-}
-
-func validHeaderName(s string) bool {
-	for _, c := range s {
-		if c <= ' ' || c >= 0x7f || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c) {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // parseInstallations reads the installations block:

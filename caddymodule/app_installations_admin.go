@@ -1,18 +1,13 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/servicegate/servicegate/installations"
-	"github.com/servicegate/servicegate/respond"
 )
 
 func init() {
@@ -38,8 +33,8 @@ func (InstallationsAdmin) CaddyModule() caddy.ModuleInfo {
 // Routes returns the admin routes of the module.
 func (InstallationsAdmin) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
-		{Pattern: "/service/installations", Handler: caddy.AdminHandlerFunc(installationsList)},
-		{Pattern: "/service/installations/token", Handler: caddy.AdminHandlerFunc(installationsToken)},
+		{Pattern: "/service/installations", Handler: installationsAdminRoute((*installations.Books).ServeInstallations)},
+		{Pattern: "/service/installations/token", Handler: installationsAdminRoute((*installations.Books).ServeToken)},
 	}
 }
 
@@ -54,62 +49,17 @@ var installationsHeld = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Help: "Installations of the app held by service_app (organizations that installed it).",
 }, func() float64 { return float64(installationBooks.Len()) })
 
-func installationsList(w http.ResponseWriter, r *http.Request) error {
-	switch r.Method {
-	case http.MethodGet:
-		out, err := installationBooks.List()
-		if err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("listing the installations: %w", err)}
+// installationsAdminRoute is an admin route over installationBooks, its
+// refusals as the admin API's errors.
+func installationsAdminRoute(serve func(*installations.Books, http.ResponseWriter, *http.Request) error) caddy.AdminHandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		err := serve(&installationBooks, w, r)
+		var refused *installations.AdminError
+		if errors.As(err, &refused) {
+			return caddy.APIError{HTTPStatus: refused.Status, Err: refused.Err}
 		}
-		body, _ := respond.MarshalJSON(out)
-		respond.JSON(w, http.StatusOK, body)
-		return nil
-	case http.MethodDelete:
-		org := r.URL.Query().Get("organization")
-		if org == "" {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("name the installation to remove: ?organization=<domain or id>")}
-		}
-		removed, err := installationBooks.Remove(org)
-		if err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
-		}
-		if removed == 0 {
-			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no installation of organization %q", org)}
-		}
-		body, _ := respond.MarshalJSON(map[string]any{"organization": org, "removed": removed})
-		respond.JSON(w, http.StatusOK, body)
-		return nil
-	default:
-		w.Header().Set("Allow", "GET, DELETE")
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("use GET, or DELETE ?organization=<domain or id>")}
+		return err
 	}
-}
-
-func installationsToken(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New(`use POST {"organization": "<domain or id>"}`)}
-	}
-	var body struct {
-		Organization string `json:"organization"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body); err != nil || body.Organization == "" {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New(`send {"organization": "<domain or id>"}`)}
-	}
-	tok, expires, err := installationBooks.Token(r.Context(), body.Organization)
-	switch {
-	case errors.Is(err, installations.ErrNotFound):
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no installation of organization %q", body.Organization)}
-	case err != nil:
-		w.Header().Set("Retry-After", "30")
-		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the service did not issue an app token for this organization; try again later")}
-	}
-	out, _ := respond.MarshalJSON(struct {
-		AccessToken string    `json:"access_token"`
-		ExpiresAt   time.Time `json:"expires_at"`
-	}{tok, expires.UTC()})
-	respond.JSON(w, http.StatusOK, out)
-	return nil
 }
 
 // Interface guard.

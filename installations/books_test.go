@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +48,48 @@ func TestBooks(t *testing.T) {
 	releaseLatest()
 	if books.Of("file") != nil {
 		t.Error("released, still kept")
+	}
+}
+
+// TestBooksAdmin: the admin answers and its refusals, each an
+// *AdminError with the status the admin API answers.
+func TestBooksAdmin(t *testing.T) {
+	var books Books
+	c := newClock()
+	svc := newFakeService(c.now)
+	svc.give("1", "s1")
+	b := newTestBook(t, NewMemoryStore(), svc, c)
+	if err := b.Install(testInstallation("1", "acme", "s1")); err != nil {
+		t.Fatal(err)
+	}
+	defer books.Keep("file", b)()
+	for _, c := range []struct {
+		serve        func(*Books, http.ResponseWriter, *http.Request) error
+		method, body string
+		query        string
+		status       int
+	}{
+		{(*Books).ServeInstallations, "GET", "", "", 200},
+		{(*Books).ServeInstallations, "PUT", "", "", 405},
+		{(*Books).ServeInstallations, "DELETE", "", "", 400},
+		{(*Books).ServeInstallations, "DELETE", "", "?organization=other", 404},
+		{(*Books).ServeToken, "GET", "", "", 405},
+		{(*Books).ServeToken, "POST", `{}`, "", 400},
+		{(*Books).ServeToken, "POST", `{"organization":"other"}`, "", 404},
+		{(*Books).ServeToken, "POST", `{"organization":"acme"}`, "", 200},
+		{(*Books).ServeInstallations, "DELETE", "", "?organization=acme", 200},
+	} {
+		w := httptest.NewRecorder()
+		err := c.serve(&books, w, httptest.NewRequest(c.method, "/service/installations"+c.query, strings.NewReader(c.body)))
+		status := w.Code
+		var refused *AdminError
+		if errors.As(err, &refused) {
+			status = refused.Status
+		} else if err != nil {
+			t.Errorf("%s %s: %v", c.method, c.query, err)
+		}
+		if status != c.status {
+			t.Errorf("%s %s %s: %d, want %d", c.method, c.query, c.body, status, c.status)
+		}
 	}
 }
