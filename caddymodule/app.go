@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -240,12 +239,11 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
-	var defects *descriptor.Defects
-	switch {
-	case err == nil:
+	if err == nil {
 		a.descState = descriptorState(loaded)
 		return a.provisionRoutes(ctx, loaded.Descriptor, a.wiring(ctx).LoadModuleByID)
-	case !descriptor.IsAddress(a.Descriptor) || errors.As(err, &defects):
+	}
+	if !descriptor.Awaitable(a.Descriptor, err) {
 		// A missing or defective file, or an answer that is no
 		// descriptor: a mistake to fix, not an app still starting.
 		return fmt.Errorf("service_app: %w", err)
@@ -259,33 +257,20 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	a.stopWaiting, a.waitDone = stop, make(chan struct{})
-	go a.awaitDescriptor(wctx, ctx)
+	go a.awaitDescriptor(wctx, ctx, err)
 	return nil
 }
 
 // awaitDescriptor reads the descriptor with backoff until it is read, then
 // makes the routes and lets the site serve.
-func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context) {
+func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context, awaited error) {
 	defer close(a.waitDone)
-	last := "unreachable" // the kind of failure last logged (by Provision)
-	desc, err := descriptor.Await(wctx, descriptor.DefaultBackoff,
-		func(c context.Context) (*descriptor.Descriptor, error) {
-			l, err := loadDescriptor(c, a.Descriptor, a.logger)
-			if err != nil {
-				return nil, err
-			}
-			return l.Descriptor, nil
+	loader := &descriptor.Loader{Dir: appDescriptorDir()}
+	desc, err := loader.Await(wctx, caddy.NewReplacer().ReplaceKnown(a.Descriptor, ""), awaited,
+		func(err error) {
+			a.logger.Warn("the app descriptor still cannot be used; the site answers 503", zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
 		},
 		func(err error, wait time.Duration) {
-			kind := "unreachable"
-			var defects *descriptor.Defects
-			if errors.As(err, &defects) {
-				kind = "defective"
-			}
-			if kind != last {
-				a.logger.Warn("the app descriptor still cannot be used; the site answers 503", zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
-			}
-			last = kind
 			a.logger.Debug("the app descriptor could not be read; trying again", zap.Duration("wait", wait), zap.Error(err))
 		})
 	if err != nil {
@@ -312,12 +297,7 @@ func (a *ServiceApp) DescriptorReady() bool {
 
 // descriptorLabel names the descriptor in logs and metrics, without the
 // credentials an address may hold.
-func (a *ServiceApp) descriptorLabel() string {
-	if u, err := url.Parse(a.Descriptor); err == nil && descriptor.IsAddress(a.Descriptor) {
-		return u.Redacted()
-	}
-	return a.Descriptor
-}
+func (a *ServiceApp) descriptorLabel() string { return descriptor.Label(a.Descriptor) }
 
 // provisionRoutes expands desc into routes unless the config holds them,
 // loads every handler of every route, and routes the site with them.
