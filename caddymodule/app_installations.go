@@ -19,9 +19,9 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/servicegate/servicegate/approute"
+	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/installations"
-	"github.com/servicegate/servicegate/oauth"
 )
 
 // appDefaultTokenHeader carries an organization's app token to the app.
@@ -108,58 +108,35 @@ func eventsWithoutInstallations(desc *descriptor.Descriptor) string {
 }
 
 // provisionInstallations opens the installations of the app when the
-// block is given, registers the lifecycle paths, and hands the webhook
-// routes the installations as their secret source (see wire). It runs
-// before the routes are provisioned.
+// block is given: in the servicegate app's Redis, shared by every
+// instance, or in a file of Caddy's data directory. It runs before the
+// routes are loaded, which get the installations as their secret source
+// (see wire).
 func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.Descriptor) error {
-	ic := a.Installations
-	if ic == nil {
+	if a.Installations == nil {
 		if msg := eventsWithoutInstallations(desc); msg != "" {
 			return errors.New("service_app: " + msg)
 		}
 		return nil
 	}
-	if err := ic.validate(); err != nil {
-		return err
-	}
-	sg, err := servicegateApp(ctx)
+	cfg, client, err := a.installationsConfig(ctx, desc)
 	if err != nil {
 		return err
 	}
-	shared := sg != nil && sg.Client() != nil
-	if ic.Store == "redis" && !shared {
-		return errors.New("service_app: installations: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
-	}
-	repl := caddy.NewReplacer()
-	key := repl.ReplaceKnown(ic.Key, "")
-	sealer, err := installations.NewSealer([]byte(key))
-	if err != nil {
-		return fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
-	}
-	service := strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/")
-	if service == "" {
-		return errors.New("service_app: installations: service (or auth_url) is required: installations are proved by asking the service for an app token")
-	}
-	secret := repl.ReplaceKnown(a.ClientSecret, "")
-	if secret == "" {
-		return errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
-	}
-
-	if ic.Store == "redis" || (ic.Store == "" && shared) {
+	if store := a.Installations.Store; store == "redis" || (store == "" && client != nil) {
 		// Shared by every instance: each drops its local copy of an
 		// organization when another announces a change.
-		store := sg.Client().Installations(a.clientID)
-		lock := func(ctx context.Context, org string) (func(), error) { return store.Lock(ctx, org, 2*appTokenTimeout) }
-		where := "redis://" + sg.Client().Addr() + "/" + a.clientID
-		if err := a.openInstallations(ctx, desc, where, store, lock, sealer, service, secret); err != nil {
+		shared := client.Installations(a.clientID)
+		cfg.Store = shared
+		cfg.Lock = func(ctx context.Context, org string) (func(), error) { return shared.Lock(ctx, org, 2*appTokenTimeout) }
+		where := "redis://" + client.Addr() + "/" + a.clientID
+		if err := a.openInstallations(cfg, where); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
 		}
 		book := a.inst.book
-		a.cleanups = append(a.cleanups, cleanupFunc(store.OnChange(func(org string) { _ = book.Refresh(org) })),
-			cleanupFunc(installationBooks.Keep(where, book)))
+		a.cleanups = append(a.cleanups, cleanupFunc(shared.OnChange(func(org string) { _ = book.Refresh(org) })))
 		return nil
 	}
-
 	// One file per app (client id) in Caddy's data directory.
 	sum := sha256.Sum256([]byte(a.clientID))
 	path := filepath.Join(caddy.AppDataDir(), "servicegate", "installations", hex.EncodeToString(sum[:8])+".db")
@@ -174,75 +151,89 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	release := installationStoreRelease(path)
-	if err := a.openInstallations(ctx, desc, path, v.(pooledInstallationStore).BoltStore, nil, sealer, service, secret); err != nil {
+	cfg.Store = v.(pooledInstallationStore).BoltStore
+	if err := a.openInstallations(cfg, path); err != nil {
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
 	}
-	a.cleanups = append(a.cleanups, release, cleanupFunc(installationBooks.Keep(path, a.inst.book)))
+	a.cleanups = append(a.cleanups, release)
 	return nil
 }
 
-// openInstallations builds the book and the lifecycle handler over an open
-// store kept at where (as the book is filed), and registers the lifecycle
-// paths.
-func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descriptor, where string,
-	store installations.Store, lock func(context.Context, string) (func(), error), sealer *installations.Sealer, service, secret string) error {
+// installationsConfig checks the installations block and makes the
+// configuration of its installations but the store; client is the
+// servicegate app's Redis client, if it has one.
+func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Descriptor) (cfg installations.Config, client *cluster.Client, err error) {
 	ic := a.Installations
+	if err := ic.validate(); err != nil {
+		return cfg, nil, err
+	}
+	sg, err := servicegateApp(ctx)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if sg != nil {
+		client = sg.Client()
+	}
+	if ic.Store == "redis" && client == nil {
+		return cfg, nil, errors.New("service_app: installations: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
+	}
+	repl := caddy.NewReplacer()
+	if cfg.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, ""))); err != nil {
+		return cfg, nil, fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
+	}
+	if cfg.Service = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/"); cfg.Service == "" {
+		return cfg, nil, errors.New("service_app: installations: service (or auth_url) is required: installations are proved by asking the service for an app token")
+	}
+	if cfg.ClientSecret = repl.ReplaceKnown(a.ClientSecret, ""); cfg.ClientSecret == "" {
+		return cfg, nil, errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
+	}
+	cfg.ClientID, cfg.TokenTimeout, cfg.Forward = a.clientID, appTokenTimeout, ic.Forward != "off"
+	cfg.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
+		installations.Uninstall: desc.Events.Uninstall, installations.SubscriptionPaid: desc.Events.SubscriptionPaid}
+	cfg.Purge, cfg.Refuse = forgetOrganization(ctx), refuse
+	a.reportInstallations(ctx, &cfg)
+	return cfg, client, nil
+}
 
+// reportInstallations counts and logs what the installations do.
+func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.Config) {
 	reg := ctx.GetMetricsRegistry()
 	calls := registerCollector(reg, installationCalls)
 	renewals := registerCollector(reg, installationTokenRenewals)
 	issued, failed := renewals.WithLabelValues("issued"), renewals.WithLabelValues("failed")
 	registerCollector(reg, installationsHeld)
 	logger := a.logger.Named("installations")
-	client := &oauth.Client{AuthURL: service, ClientID: a.clientID, ClientSecret: secret,
-		HTTP: &http.Client{Timeout: appTokenTimeout}}
-	book, err := installations.NewBook(installations.BookConfig{
-		Store:  store,
-		Sealer: sealer,
-		Lock:   lock,
-		Grant:  installations.ServiceGrant(client, nil),
-		Renewed: func(org string, err error) {
-			if err != nil {
-				failed.Inc()
-				logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
-				return
-			}
-			issued.Inc()
-		},
-	})
+	cfg.Renewed = func(org string, err error) {
+		if err != nil {
+			failed.Inc()
+			logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
+			return
+		}
+		issued.Inc()
+	}
+	cfg.Report = func(o installations.Outcome, org string, err error) {
+		calls.WithLabelValues(o.String()).Inc()
+		fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
+		if err != nil {
+			fields = append(fields, zap.Error(err))
+		}
+		logger.Info("lifecycle call", fields...)
+	}
+}
+
+// openInstallations opens the installations of cfg, kept at where (as the
+// book is filed in installationBooks).
+func (a *ServiceApp) openInstallations(cfg installations.Config, where string) error {
+	book, handler, err := installations.Open(cfg)
 	if err != nil {
 		return err
 	}
-	inst := &appInstallations{book: book, logger: logger, where: where}
-	if h := ic.TokenHeader; h != "off" {
-		inst.header = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
+	a.inst = &appInstallations{book: book, handler: handler, logger: a.logger.Named("installations"), where: where}
+	if h := a.Installations.TokenHeader; h != "off" {
+		a.inst.header = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
 	}
-	handler, err := installations.NewHandler(installations.HandlerConfig{
-		Book:     book,
-		ClientID: a.clientID,
-		Paths: [installations.NumKinds]string{
-			installations.Installed:        desc.Events.Installed,
-			installations.Uninstall:        desc.Events.Uninstall,
-			installations.SubscriptionPaid: desc.Events.SubscriptionPaid,
-		},
-		Forward: ic.Forward != "off",
-		Purge:   forgetOrganization(ctx),
-		Refuse:  refuse,
-		Report: func(o installations.Outcome, org string, err error) {
-			calls.WithLabelValues(o.String()).Inc()
-			fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
-			if err != nil {
-				fields = append(fields, zap.Error(err))
-			}
-			logger.Info("lifecycle call", fields...)
-		},
-	})
-	if err != nil {
-		return err
-	}
-	inst.handler = handler
-	a.inst = inst
+	a.cleanups = append(a.cleanups, cleanupFunc(installationBooks.Keep(where, book)))
 	return nil
 }
 
