@@ -318,25 +318,30 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 		return err
 	}
 	f := &appRouting{router: a.newRouter(false)}
-	err = a.routeLifecycle(f.router, desc)
+	if err := a.routeAll(ctx, f, routes, load); err != nil {
+		// Caddy cleans up the modules it loaded, not what the app holds
+		// of its own (installations, handlers loaded late).
+		_ = a.cleanupHandlers()
+		return err
+	}
+	a.router.Store(f.router)
+	return nil
+}
+
+// routeAll loads the routes' handlers and routes the site with them.
+func (a *ServiceApp) routeAll(ctx caddy.Context, f *appRouting, routes []AppRoute, load moduleLoader) error {
+	err := a.routeLifecycle(f.router, a.desc)
 	for i := 0; i < len(routes) && err == nil; i++ {
 		err = a.provisionRoute(f, &routes[i], load)
 	}
 	if err != nil {
-		// Caddy cleans up the modules it loaded, not what the app
-		// holds of its own (installations, handlers loaded late).
-		_ = a.cleanupHandlers()
 		return err
 	}
 	a.Routes = routes
 	if err := a.routeRest(ctx, f); err != nil {
 		return err
 	}
-	if err := a.provisionHealth(ctx, f); err != nil {
-		return err
-	}
-	a.router.Store(f.router)
-	return nil
+	return a.provisionHealth(ctx, f)
 }
 
 // routesOf is the routes of the config, else desc's expansion.

@@ -41,19 +41,6 @@ func descriptorState(l *descriptor.Loaded) health.Descriptor {
 	return health.Descriptor{State: health.DescriptorRead, At: time.Now()}
 }
 
-// provisionHealth sets up the app's health check: its endpoint among the
-// exact paths, so that it is answered before any token check, and its
-// entry for the admin API. It runs last in Provision: on an error it lets
-// go of what the routes hold, as Caddy cleans up only modules that
-// provisioned.
-func (a *ServiceApp) provisionHealth(ctx caddy.Context, f *appRouting) error {
-	if err := a.setUpHealth(ctx, f); err != nil {
-		_ = a.cleanupHandlers()
-		return err
-	}
-	return nil
-}
-
 // provisionWaitingHealth sets up the health check of an app whose
 // descriptor is still awaited: it reports the descriptor not read (503),
 // with Redis, at the health path, which ServeHTTP answers while waiting.
@@ -92,7 +79,9 @@ func (a *ServiceApp) newHealthCheck(ctx caddy.Context, app string) (*health.App,
 	return hc, nil
 }
 
-func (a *ServiceApp) setUpHealth(ctx caddy.Context, f *appRouting) error {
+// provisionHealth sets up the app's health check: its endpoint, answered
+// before any other route, token or not, and its entry for the admin API.
+func (a *ServiceApp) provisionHealth(ctx caddy.Context, f *appRouting) error {
 	hc, err := a.newHealthCheck(ctx, cmp.Or(a.desc.Identifier, a.desc.Name))
 	if err != nil {
 		return err
