@@ -119,6 +119,7 @@ type module struct {
 	handler Handler
 }
 
+// prefix is the route of the paths that start with prefix.
 type prefix struct {
 	prefix  string
 	handler Handler
@@ -151,8 +152,8 @@ func (rt *Router) Exact(path string, h Handler) { rt.exact[path] = h }
 
 // Module routes a module url, in every spelling a lenient router takes
 // for it (case, trailing slash, ;param, encoding), to h, which gets the
-// request with the url as declared. It returns the declared url path is
-// one path with, when it is taken, and does not route it then.
+// request with the url as declared. When a url routed before is one path
+// with path, it routes nothing and returns that url.
 func (rt *Router) Module(path string, h Handler) (taken string) {
 	key := urlpath.Canonical(path)
 	if other, ok := rt.modules[key]; ok {
