@@ -30,13 +30,13 @@ type Handler func(w http.ResponseWriter, r *http.Request, next Next) error
 
 // What a site answers while its descriptor is awaited.
 const (
-	RetryAfter      = "5"
-	StartingMessage = "The app is starting: the gateway has not been able to read its descriptor yet. Try again in a few seconds."
+	retryAfter      = "5"
+	startingMessage = "The app is starting: the gateway has not been able to read its descriptor yet. Try again in a few seconds."
 )
 
-// NoUpstreamMessage answers a request that passed its checks and found
+// noUpstreamMessage answers a request that passed its checks and found
 // nothing behind the router to pass it on to the app.
-const NoUpstreamMessage = "The app is not connected to this gateway: its site has no reverse_proxy to the app after service_app, so the request was not passed on."
+const noUpstreamMessage = "The app is not connected to this gateway: its site has no reverse_proxy to the app after service_app, so the request was not passed on."
 
 // errNoUpstream is a request that reached the end of the server's chain
 // after passing the router's checks.
@@ -206,8 +206,8 @@ func (rt *Router) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		if rt.health != nil && r.URL.Path == rt.healthPath {
 			return rt.health(w, r, next)
 		}
-		w.Header().Set("Retry-After", RetryAfter)
-		return rt.cfg.Refuse(w, r, http.StatusServiceUnavailable, StartingMessage)
+		w.Header().Set("Retry-After", retryAfter)
+		return rt.cfg.Refuse(w, r, http.StatusServiceUnavailable, startingMessage)
 	}
 	next = rt.withoutSession(r, next)
 	c := chains.Get().(*chain)
@@ -219,7 +219,7 @@ func (rt *Router) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		if rt.cfg.NoUpstream != nil {
 			rt.noUpstreamOnce.Do(func() { rt.cfg.NoUpstream(r) })
 		}
-		return rt.cfg.Refuse(w, r, http.StatusBadGateway, NoUpstreamMessage)
+		return rt.cfg.Refuse(w, r, http.StatusBadGateway, noUpstreamMessage)
 	}
 	return err
 }

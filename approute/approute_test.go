@@ -90,7 +90,7 @@ func TestRouterStartingAndNoUpstream(t *testing.T) {
 	starting.Health("/health", named("health", &got))
 	w := httptest.NewRecorder()
 	_ = starting.Serve(w, httptest.NewRequest(http.MethodGet, "/api", nil), &appNext{})
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != RetryAfter || !strings.Contains(w.Body.String(), "starting") {
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != retryAfter || !strings.Contains(w.Body.String(), "starting") {
 		t.Errorf("starting: %d %s", w.Code, w.Body)
 	}
 	if _ = starting.Serve(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/health", nil), &appNext{}); len(got) != 1 {
