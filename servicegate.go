@@ -16,6 +16,7 @@
 //	limits, contract       bounded bodies and answers; the module contract, spill and inline
 //	oauth, descriptor      the sign-in and sessions; the app descriptor and its checks
 //	urlpath                one canonical form of request paths, and the spellings refused
+//	approute, siteorigin   service_app's router of every path to its checks; a site's public origin
 //	installations          organizations' installations, sealed, and their app tokens
 //	queue, cluster         the durable webhook queue; what instances share through Redis
 //	health, spans, version the health check, trace spans, the version that runs

@@ -2,12 +2,12 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +15,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/approute"
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/health"
-	"github.com/servicegate/servicegate/urlpath"
 )
 
 // Defaults of service_app.
@@ -154,26 +154,15 @@ type ServiceApp struct {
 	// expansion is made when the config loads.
 	Routes []AppRoute `json:"routes,omitempty"`
 
-	// waiting is set while the descriptor, an address that did not
-	// answer at load, is read in the background; the site answers 503.
-	waiting     *atomic.Bool
+	// router routes the site's requests: while the descriptor, an
+	// address that did not answer at load, is read in the background, a
+	// router that answers 503; then the app's.
+	router      *atomic.Pointer[approute.Router]
 	stopWaiting context.CancelFunc
 	waitDone    chan struct{}
-	// waitingHealth answers the health path while the descriptor is
-	// awaited.
-	waitingHealth *appHealthCheck
-
-	noUpstreamOnce *sync.Once // logs a missing reverse_proxy once
 
 	desc       *descriptor.Descriptor
-	descState  health.Descriptor                      // what the health check reports of desc
-	exact      map[string]caddyhttp.MiddlewareHandler // the sign-in's own paths, as they are
-	modules    map[string]appModule                   // module routes, by canonical path
-	prefixes   []appPrefix
-	public     caddyhttp.MatchPath
-	guard      *AppRoute
-	descPath   string
-	spillPath  string
+	descState  health.Descriptor // what the health check reports of desc
 	clientID   string
 	baseURL    string
 	cleanups   []caddy.CleanerUpper
@@ -214,18 +203,6 @@ const (
 	appServeSpill      = "spill"
 )
 
-type appPrefix struct {
-	prefix  string
-	handler caddyhttp.MiddlewareHandler
-}
-
-// appModule is the route of one module url: the url as declared, which the
-// app receives whatever spelling of it the request used, and its handler.
-type appModule struct {
-	path    string
-	handler caddyhttp.MiddlewareHandler
-}
-
 // CaddyModule returns the Caddy module information.
 func (ServiceApp) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -257,25 +234,22 @@ func loadDescriptor(ctx context.Context, source string, logger *zap.Logger) (*de
 // holds them, and provisions every handler of every route.
 func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
-	a.noUpstreamOnce = new(sync.Once)
+	a.router = new(atomic.Pointer[approute.Router])
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
-	a.waiting = new(atomic.Bool)
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
-	var defects *descriptor.Defects
-	switch {
-	case err == nil:
+	if err == nil {
 		a.descState = descriptorState(loaded)
-		return a.provisionRoutes(ctx, loaded.Descriptor)
-	case !descriptor.IsAddress(a.Descriptor) || errors.As(err, &defects):
+		return a.provisionRoutes(ctx, loaded.Descriptor, a.wiring(ctx).LoadModuleByID)
+	}
+	if !descriptor.Awaitable(a.Descriptor, err) {
 		// A missing or defective file, or an answer that is no
 		// descriptor: a mistake to fix, not an app still starting.
 		return fmt.Errorf("service_app: %w", err)
 	}
 	// The app does not answer yet (the gateway started first): the site
 	// answers 503 until the descriptor is read in the background.
-	a.waiting.Store(true)
 	a.logger.Warn("the app descriptor could not be read and there is no last good copy; the site answers 503 until it is read, trying again in the background",
 		zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
 	if err := a.provisionWaitingHealth(ctx); err != nil {
@@ -283,77 +257,56 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	a.stopWaiting, a.waitDone = stop, make(chan struct{})
-	go a.awaitDescriptor(wctx, ctx)
+	go a.awaitDescriptor(wctx, ctx, err)
 	return nil
 }
 
 // awaitDescriptor reads the descriptor with backoff until it is read, then
 // makes the routes and lets the site serve.
-func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context) {
+func (a *ServiceApp) awaitDescriptor(wctx context.Context, ctx caddy.Context, awaited error) {
 	defer close(a.waitDone)
-	last := "unreachable" // the kind of failure last logged (by Provision)
-	desc, err := descriptor.Await(wctx, descriptor.DefaultBackoff,
-		func(c context.Context) (*descriptor.Descriptor, error) {
-			l, err := loadDescriptor(c, a.Descriptor, a.logger)
-			if err != nil {
-				return nil, err
-			}
-			return l.Descriptor, nil
+	loader := &descriptor.Loader{Dir: appDescriptorDir()}
+	desc, err := loader.Await(wctx, caddy.NewReplacer().ReplaceKnown(a.Descriptor, ""), awaited,
+		func(err error) {
+			a.logger.Warn("the app descriptor still cannot be used; the site answers 503", zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
 		},
 		func(err error, wait time.Duration) {
-			kind := "unreachable"
-			var defects *descriptor.Defects
-			if errors.As(err, &defects) {
-				kind = "defective"
-			}
-			if kind != last {
-				a.logger.Warn("the app descriptor still cannot be used; the site answers 503", zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
-			}
-			last = kind
 			a.logger.Debug("the app descriptor could not be read; trying again", zap.Duration("wait", wait), zap.Error(err))
 		})
 	if err != nil {
 		return // the config is unloading
 	}
 	a.descState = health.Descriptor{State: health.DescriptorRead, At: time.Now()}
-	if err := a.provisionRoutes(ctx, desc); err != nil {
+	if err := a.provisionRoutes(ctx, desc, a.loadLate(ctx)); err != nil {
 		a.logger.Error("the app descriptor was read but its routes could not be made; the site answers 503 until the config is fixed and reloaded",
 			zap.String("descriptor", a.descriptorLabel()), zap.Error(err))
 		return
 	}
-	a.waiting.Store(false)
 	a.logger.Info("the app descriptor was read; the site serves the app", zap.String("descriptor", a.descriptorLabel()))
 }
 
 // DescriptorReady tells whether service_app has read its descriptor and
 // routes the site; until then every request is answered 503.
 func (a *ServiceApp) DescriptorReady() bool {
-	return a.waiting == nil || !a.waiting.Load()
+	if a.router == nil {
+		return true
+	}
+	rt := a.router.Load()
+	return rt == nil || !rt.Starting()
 }
 
 // descriptorLabel names the descriptor in logs and metrics, without the
 // credentials an address may hold.
-func (a *ServiceApp) descriptorLabel() string {
-	if u, err := url.Parse(a.Descriptor); err == nil && descriptor.IsAddress(a.Descriptor) {
-		return u.Redacted()
-	}
-	return a.Descriptor
-}
+func (a *ServiceApp) descriptorLabel() string { return descriptor.Label(a.Descriptor) }
 
 // provisionRoutes expands desc into routes unless the config holds them,
-// and provisions every handler of every route.
-func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descriptor) error {
-	var err error
-	a.desc = desc
-	routes := a.Routes
-	if len(routes) == 0 {
-		if routes, err = a.Expand(desc); err != nil {
-			return err
-		}
-	} else if fresh, err := a.Expand(desc); err == nil && !sameRoutes(fresh, routes) {
-		a.logger.Warn("the app descriptor changed since the config was adapted; the routes of the config are in use until it is adapted again",
-			zap.String("descriptor", a.Descriptor))
+// loads every handler of every route, and routes the site with them.
+func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descriptor, load moduleLoader) error {
+	routes, err := a.routesOf(desc)
+	if err != nil {
+		return err
 	}
+	a.desc = desc
 	repl := caddy.NewReplacer()
 	a.clientID = repl.ReplaceKnown(a.ClientID, "")
 	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
@@ -361,139 +314,280 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 	if a.baseURL == "" {
 		a.site.warnHostless(ctx, a.logger, "the descriptor (and the sign-in and spill links)")
 	}
-	a.exact = make(map[string]caddyhttp.MiddlewareHandler)
-	a.modules = make(map[string]appModule)
-	if err := a.provisionInstallations(ctx, desc, routes); err != nil {
+	if err := a.provisionInstallations(ctx, desc); err != nil {
 		return err
 	}
-	for i := range routes {
-		if err := a.provisionRoute(ctx, &routes[i]); err != nil {
-			// Caddy cleans up only modules that provisioned: let go of
-			// what the routes before this one hold (queues, watchers).
-			_ = a.cleanupHandlers()
-			return err
-		}
+	f := &appRouting{router: a.newRouter(false)}
+	if err := a.routeAll(ctx, f, routes, load); err != nil {
+		// Caddy cleans up the modules it loaded, not what the app holds
+		// of its own (installations, handlers loaded late).
+		_ = a.cleanupHandlers()
+		return err
 	}
-	a.Routes = routes
-	a.wrapDeliveryRoutes()
-	if a.public != nil {
-		if err := a.public.Provision(ctx); err != nil {
-			return fmt.Errorf("service_app: public: %w", err)
-		}
-	}
-	if a.guard == nil {
-		return errors.New("service_app: the routes have no \"*\" route guarding every other request")
-	}
-	if s := a.guard.SignIn; s != nil {
-		// The callback and logout paths belong to the sign-in, token or
-		// not; Provision has filled in their defaults.
-		a.exact[s.callbackPath] = s
-		a.exact[s.LogoutPath] = s
-	}
-	if a.spillPath != "" {
-		for _, rt := range routes {
-			if rt.Limits != nil && rt.Limits.Spill != nil && rt.Limits.Spill.Path == a.spillPath {
-				a.prefixes = append(a.prefixes, appPrefix{a.spillPath, rt.Limits})
-				break
-			}
-		}
-	}
-	if a.baseURL != "" && a.descPath != "" {
-		if a.descriptor, err = a.desc.Filled(a.baseURL, a.clientID); err != nil {
-			return fmt.Errorf("service_app: %w", err)
-		}
-	}
-	return a.provisionHealth(ctx)
+	a.router.Store(f.router)
+	return nil
 }
 
-// provisionRoute provisions the handlers of one route and files it under
-// its path.
-func (a *ServiceApp) provisionRoute(ctx caddy.Context, rt *AppRoute) error {
-	if rt.SignIn != nil {
-		rt.SignIn.origin = a.origin
+// routeAll loads the routes' handlers and routes the site with them.
+func (a *ServiceApp) routeAll(ctx caddy.Context, f *appRouting, routes []AppRoute, load moduleLoader) error {
+	err := a.routeLifecycle(f.router, a.desc)
+	for i := 0; i < len(routes) && err == nil; i++ {
+		err = a.provisionRoute(f, &routes[i], load)
 	}
-	if rt.Limits != nil {
-		rt.Limits.origin = a.origin
+	if err != nil {
+		return err
 	}
-	if rt.Webhook != nil {
-		rt.Webhook.origin = a.origin
+	a.Routes = routes
+	if err := a.routeRest(ctx, f); err != nil {
+		return err
 	}
-	for _, h := range rt.handlers() {
-		if p, ok := h.(caddy.Provisioner); ok {
-			if err := p.Provision(ctx); err != nil {
-				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
-			}
-		}
-		if c, ok := h.(caddy.CleanerUpper); ok {
-			a.cleanups = append(a.cleanups, c)
-		}
-		if v, ok := h.(caddy.Validator); ok {
-			if err := v.Validate(); err != nil {
-				return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
-			}
-		}
+	return a.provisionHealth(ctx, f)
+}
+
+// routesOf is the routes of the config, else desc's expansion.
+func (a *ServiceApp) routesOf(desc *descriptor.Descriptor) ([]AppRoute, error) {
+	if len(a.Routes) == 0 {
+		return a.Expand(desc)
+	}
+	if fresh, err := a.Expand(desc); err == nil && !sameRoutes(fresh, a.Routes) {
+		a.logger.Warn("the app descriptor changed since the config was adapted; the routes of the config are in use until it is adapted again",
+			zap.String("descriptor", a.Descriptor))
+	}
+	return a.Routes, nil
+}
+
+// appRouting is what provisionRoute files of the routes: their paths in
+// the router, and what routeRest routes once every route is loaded.
+type appRouting struct {
+	router    *approute.Router
+	guard     *AppRoute
+	public    caddyhttp.MatchPath
+	descPath  string
+	spillPath string
+}
+
+// provisionRoute loads the handlers of one route and files it under its
+// path.
+func (a *ServiceApp) provisionRoute(f *appRouting, rt *AppRoute, load moduleLoader) error {
+	if err := rt.loadHandlers(load); err != nil {
+		return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
 	}
 	switch {
 	case rt.Path == "*":
 		if rt.Auth == nil {
 			return errors.New("service_app: the \"*\" route must check the token (auth)")
 		}
-		a.guard = rt
+		f.guard = rt
 		return nil
 	case rt.Serve == appServeDescriptor:
-		a.descPath = rt.Path
+		f.descPath = rt.Path
+		f.router.Descriptor(rt.Path, a.descriptorBody)
 		return nil
 	case rt.Serve == appServePublic:
-		a.public = append(a.public, rt.Path)
+		f.public = append(f.public, rt.Path)
 		return nil
 	case rt.Serve == appServeSpill:
-		a.spillPath = strings.TrimSuffix(rt.Path, "*")
+		f.spillPath = strings.TrimSuffix(rt.Path, "*")
 		return nil
 	}
-	var h caddyhttp.MiddlewareHandler
+	var h approute.Handler
 	switch {
 	case rt.Webhook != nil:
-		h = rt.Webhook
+		h = routed(rt.Webhook)
 	case rt.Limits != nil:
-		h = rt.Limits
+		h = routed(rt.Limits)
 	case rt.SignIn != nil:
-		h = rt.SignIn
+		h = routed(rt.SignIn)
 	default:
 		return fmt.Errorf("service_app: route %s has no handler", rt.Path)
 	}
 	if prefix, ok := strings.CutSuffix(rt.Path, "*"); ok {
-		a.prefixes = append(a.prefixes, appPrefix{prefix, h})
+		f.router.Prefix(prefix, h)
 		return nil
 	}
-	// Every spelling of the url that a lenient router takes for it (case,
-	// trailing slash, ;param, encoding) gets the module's checks.
-	key := urlpath.Canonical(rt.Path)
-	if other, ok := a.modules[key]; ok {
-		return fmt.Errorf("service_app: routes %s and %s are one path to the app (they differ only in case, slashes or a ;param)", other.path, rt.Path)
+	file := f.router.Module
+	if rt.Webhook != nil {
+		file = f.router.Webhook
 	}
-	a.modules[key] = appModule{rt.Path, h}
+	if other := file(rt.Path, h); other != "" {
+		return fmt.Errorf("service_app: routes %s and %s are one path to the app (they differ only in case, slashes or a ;param)", other, rt.Path)
+	}
 	return nil
 }
 
-// handlers lists the route's handlers in the order they run.
-func (rt *AppRoute) handlers() []caddyhttp.MiddlewareHandler {
-	var hs []caddyhttp.MiddlewareHandler
-	if rt.Webhook != nil {
-		hs = append(hs, rt.Webhook)
+// routeRest routes what the routes name beyond their own paths: the public
+// paths, the guard and the sign-in's own paths, the spill downloads, and
+// the descriptor filled in for base_url.
+func (a *ServiceApp) routeRest(ctx caddy.Context, f *appRouting) error {
+	if f.public != nil {
+		if err := f.public.Provision(ctx); err != nil {
+			return fmt.Errorf("service_app: public: %w", err)
+		}
+		f.router.Public(f.public.Match)
 	}
-	if rt.Limits != nil {
-		hs = append(hs, rt.Limits)
+	g := f.guard
+	if g == nil {
+		return errors.New("service_app: the routes have no \"*\" route guarding every other request")
 	}
-	if rt.SignIn != nil {
-		hs = append(hs, rt.SignIn)
+	guard := approute.Guard{Auth: routed(g.Auth), FromQuery: g.Auth.FromQuery}
+	if s := g.SignIn; s != nil {
+		guard.SignIn, guard.SessionCookie = routed(s), s.CookieName
+		if s.flow != nil {
+			guard.Session = s.flow
+		}
+		// The callback and logout paths belong to the sign-in, token or
+		// not; Provision has filled in their defaults.
+		f.router.Exact(s.callbackPath, guard.SignIn)
+		f.router.Exact(s.LogoutPath, guard.SignIn)
 	}
-	if rt.Auth != nil {
-		hs = append(hs, rt.Auth)
+	if g.Subscription != nil {
+		guard.Subscription = routed(g.Subscription)
 	}
-	if rt.Subscription != nil {
-		hs = append(hs, rt.Subscription)
+	f.router.Guard(guard)
+	for _, rt := range a.Routes {
+		if f.spillPath != "" && rt.Limits != nil && rt.Limits.Spill != nil && rt.Limits.Spill.Path == f.spillPath {
+			f.router.Prefix(f.spillPath, routed(rt.Limits))
+			break
+		}
 	}
-	return hs
+	var err error
+	if a.baseURL != "" && f.descPath != "" {
+		if a.descriptor, err = a.desc.Filled(a.baseURL, a.clientID); err != nil {
+			return fmt.Errorf("service_app: %w", err)
+		}
+	}
+	return nil
+}
+
+// descriptorBody is the descriptor as served for r: filled in with
+// base_url, else with the site's origin.
+func (a *ServiceApp) descriptorBody(r *http.Request) ([]byte, error) {
+	if a.descriptor != nil {
+		return a.descriptor, nil
+	}
+	origin, err := a.origin(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.desc.Filled(origin, a.clientID)
+}
+
+// moduleLoader loads a handler of service_app's routes: the Caddy module
+// id, from its JSON config, provisioned and validated.
+type moduleLoader func(id string, raw json.RawMessage) (any, error)
+
+// loadHandlers loads the route's handlers, in the order they run, as the
+// Caddy modules they are, and puts the loaded ones in the route.
+func (rt *AppRoute) loadHandlers(load moduleLoader) error {
+	err := loadHandler(load, &rt.Webhook)
+	if err == nil {
+		err = loadHandler(load, &rt.Limits)
+	}
+	if err == nil {
+		err = loadHandler(load, &rt.SignIn)
+	}
+	if err == nil {
+		err = loadHandler(load, &rt.Auth)
+	}
+	if err == nil {
+		err = loadHandler(load, &rt.Subscription)
+	}
+	return err
+}
+
+// loadHandler loads *h, when set, and puts the loaded module in its place.
+func loadHandler[M any, T interface {
+	*M
+	caddy.Module
+}](load moduleLoader, h *T) error {
+	if *h == nil {
+		return nil
+	}
+	raw, err := json.Marshal(*h)
+	if err != nil {
+		return err
+	}
+	v, err := load(string((*h).CaddyModule().ID), raw)
+	if err != nil {
+		return err
+	}
+	*h = v.(T)
+	return nil
+}
+
+// loadLate loads the handlers of routes made after Provision, from a
+// descriptor read in the background. It provisions and validates them by
+// hand, and Cleanup releases them, because Caddy cannot own them: the
+// caddy.Context's list of modules must not change once Provision has
+// returned (Caddy goes on loading the config with it, and walks it when
+// the config unloads), and a context of their own (caddy.NewContext) has
+// a metrics registry of its own, which no metrics endpoint serves.
+func (a *ServiceApp) loadLate(ctx caddy.Context) moduleLoader {
+	return func(id string, raw json.RawMessage) (any, error) {
+		info, err := caddy.GetModule(id)
+		if err != nil {
+			return nil, err
+		}
+		m := info.New()
+		if err := json.Unmarshal(raw, m); err != nil {
+			return nil, err
+		}
+		if p, ok := m.(caddy.Provisioner); ok {
+			err = p.Provision(a.wiring(ctx))
+		}
+		if v, ok := m.(caddy.Validator); ok && err == nil {
+			err = v.Validate()
+		}
+		c, _ := m.(caddy.CleanerUpper)
+		switch {
+		case err != nil && c != nil:
+			return nil, errors.Join(err, c.Cleanup())
+		case err != nil:
+			return nil, err
+		case c != nil:
+			a.cleanups = append(a.cleanups, c)
+		}
+		return m, nil
+	}
+}
+
+// appWiringKey holds, in the context service_app loads its handlers with,
+// the app that loads them.
+type appWiringKey struct{}
+
+// wiring is ctx for the handlers of the app's routes: it names the app, so
+// that each handler gets what the app shares with it (see wire).
+func (a *ServiceApp) wiring(ctx caddy.Context) caddy.Context {
+	ctx.Context = context.WithValue(ctx.Context, appWiringKey{}, a)
+	return ctx
+}
+
+// wireForServiceApp gives m, a handler that service_app loads for one of
+// its routes, what the app shares with its handlers: the site's origin and
+// the installations. The handlers call it first in Provision; for a
+// handler of a site's own route it does nothing.
+func wireForServiceApp(ctx caddy.Context, m caddy.Module) {
+	if a, ok := ctx.Value(appWiringKey{}).(*ServiceApp); ok {
+		a.wire(m)
+	}
+}
+
+// wire gives m what the app shares with the handlers of its routes.
+func (a *ServiceApp) wire(m caddy.Module) {
+	switch m := m.(type) {
+	case *ServiceWebhook:
+		m.origin = a.origin
+		if a.inst != nil {
+			m.installations = a.inst.book
+			if a.inst.header != "" {
+				m.appToken = installationBooks.QueuedToken(a.inst.where, a.inst.header)
+			}
+		}
+	case *ServiceLimits:
+		m.origin = a.origin
+	case *ServiceOAuth:
+		m.origin = a.origin
+	}
 }
 
 // Validate checks what Provision does not.

@@ -34,7 +34,7 @@ func init() {
 		}
 		if !h.IsNamedRoute() && !siteHasUpstream(h) {
 			addAdaptWarning(h, caddyconfig.Warning{File: at.File, Line: at.Line, Directive: "service_app",
-				Message: "service_app has no handler after it in this site: add reverse_proxy to the app; until then every request that passes its checks is answered 502"})
+				Message: appNoUpstreamWarning})
 		}
 		return a, nil
 	})

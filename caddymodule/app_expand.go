@@ -20,80 +20,111 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 			return nil, err
 		}
 	}
-	var routes []AppRoute
-	var defects []string
+	var x appExpansion
 	for _, hook := range desc.Webhooks {
-		wh, err := cloneSettings(a.Webhooks, hook.Key, new(ServiceWebhook))
-		if err != nil {
+		if err := a.expandWebhook(&x, hook); err != nil {
 			return nil, err
 		}
-		if len(wh.Secrets) == 0 && wh.SecretsFile == "" {
-			wh.Secrets, wh.SecretsFile = slices.Clone(a.AppSecrets), a.SecretsFile
-		}
-		if len(wh.Secrets) == 0 && wh.SecretsFile == "" && a.Installations == nil {
-			defects = append(defects, fmt.Sprintf("webhook module %q needs app_secret, secrets_file or installations", hook.Key))
-		}
-		wh.ModuleKeys = []string{hook.Key}
-		wh.Events = slices.Clone(hook.Events)
-		routes = append(routes, AppRoute{Path: hook.Path(), Module: descriptor.KindWebhook, Key: hook.Key, Webhook: wh})
 	}
 	if a.Installations == nil && desc.Events.Any() {
-		defects = append(defects, eventsWithoutInstallations(desc))
-	}
-	var spill *ServiceLimits
-	fileRoute := func(kind string, m descriptor.Module) error {
-		l, err := cloneSettings(a.Limits, m.Key, new(ServiceLimits))
-		if err != nil {
-			return err
-		}
-		l.Contract = kind
-		if l.Spill == nil {
-			l.Spill = new(SpillOptions)
-		}
-		if l.Spill.BaseURL == "" {
-			l.Spill.BaseURL = a.BaseURL
-		}
-		if spill == nil && l.Spill != nil {
-			spill = l
-		}
-		routes = append(routes, AppRoute{Path: m.Path(), Module: kind, Key: m.Key, Limits: l})
-		return nil
+		x.defects = append(x.defects, eventsWithoutInstallations(desc))
 	}
 	for _, f := range desc.FileFormats {
-		if err := fileRoute(descriptor.KindCustomFileFormat, f.Module); err != nil {
+		if err := a.expandFileModule(&x, descriptor.KindCustomFileFormat, f.Module); err != nil {
 			return nil, err
 		}
 	}
 	for _, p := range desc.PreExports {
-		if err := fileRoute(descriptor.KindFilePreExport, p.Module); err != nil {
+		if err := a.expandFileModule(&x, descriptor.KindFilePreExport, p.Module); err != nil {
 			return nil, err
 		}
 	}
-	if spill != nil {
+	a.expandServed(&x)
+	if err := a.expandGuard(&x, desc); err != nil {
+		return nil, err
+	}
+	if len(x.defects) > 0 {
+		return nil, fmt.Errorf("service_app: %s", strings.Join(x.defects, "; "))
+	}
+	return x.routes, nil
+}
+
+// appExpansion is an expansion under way: the routes made so far, the
+// defects found, and the first file module's limits, whose spill path is
+// the spill route's.
+type appExpansion struct {
+	routes  []AppRoute
+	defects []string
+	spill   *ServiceLimits
+}
+
+// expandWebhook makes the route of a webhook module.
+func (a *ServiceApp) expandWebhook(x *appExpansion, hook descriptor.Webhook) error {
+	wh, err := cloneSettings(a.Webhooks, hook.Key, new(ServiceWebhook))
+	if err != nil {
+		return err
+	}
+	if len(wh.Secrets) == 0 && wh.SecretsFile == "" {
+		wh.Secrets, wh.SecretsFile = slices.Clone(a.AppSecrets), a.SecretsFile
+	}
+	if len(wh.Secrets) == 0 && wh.SecretsFile == "" && a.Installations == nil {
+		x.defects = append(x.defects, fmt.Sprintf("webhook module %q needs app_secret, secrets_file or installations", hook.Key))
+	}
+	wh.ModuleKeys = []string{hook.Key}
+	wh.Events = slices.Clone(hook.Events)
+	x.routes = append(x.routes, AppRoute{Path: hook.Path(), Module: descriptor.KindWebhook, Key: hook.Key, Webhook: wh})
+	return nil
+}
+
+// expandFileModule makes the route of a file module of kind.
+func (a *ServiceApp) expandFileModule(x *appExpansion, kind string, m descriptor.Module) error {
+	l, err := cloneSettings(a.Limits, m.Key, new(ServiceLimits))
+	if err != nil {
+		return err
+	}
+	l.Contract = kind
+	if l.Spill == nil {
+		l.Spill = new(SpillOptions)
+	}
+	if l.Spill.BaseURL == "" {
+		l.Spill.BaseURL = a.BaseURL
+	}
+	if x.spill == nil && l.Spill != nil {
+		x.spill = l
+	}
+	x.routes = append(x.routes, AppRoute{Path: m.Path(), Module: kind, Key: m.Key, Limits: l})
+	return nil
+}
+
+// expandServed makes the routes answered without a guard: the spill
+// downloads, the descriptor and the public paths.
+func (a *ServiceApp) expandServed(x *appExpansion) {
+	if x.spill != nil {
 		// The service downloads spilled payloads without a token; the
 		// links are signed, expiring and good for one download.
-		routes = append(routes, AppRoute{Path: cmp.Or(spill.Spill.Path, defaultSpillPath) + "*", Serve: appServeSpill})
+		x.routes = append(x.routes, AppRoute{Path: cmp.Or(x.spill.Spill.Path, defaultSpillPath) + "*", Serve: appServeSpill})
 	}
 	if dp := a.DescriptorPath; dp != "off" {
-		if dp == "" {
-			dp = appDefaultDescriptorPath
-		}
-		routes = append(routes, AppRoute{Path: dp, Serve: appServeDescriptor})
+		x.routes = append(x.routes, AppRoute{Path: cmp.Or(dp, appDefaultDescriptorPath), Serve: appServeDescriptor})
 	}
 	for _, p := range a.Public {
-		routes = append(routes, AppRoute{Path: p, Serve: appServePublic})
+		x.routes = append(x.routes, AppRoute{Path: p, Serve: appServePublic})
 	}
+}
 
+// expandGuard makes the "*" route: the token check, with the sign-in and
+// the subscription check when they are set.
+func (a *ServiceApp) expandGuard(x *appExpansion, desc *descriptor.Descriptor) error {
 	guard := AppRoute{Path: "*"}
 	auth, err := cloneSettings(map[string]*ServiceAuth{"": a.Auth}, "", new(ServiceAuth))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if auth.HS256Secret == "" && auth.PublicKey == "" && auth.JWKSURL == "" {
 		auth.HS256Secret = a.ClientSecret
 	}
 	if auth.HS256Secret == "" && auth.PublicKey == "" && auth.JWKSURL == "" {
-		defects = append(defects, "client_secret is required to verify the service's tokens (or auth { public_key | jwks_url })")
+		x.defects = append(x.defects, "client_secret is required to verify the service's tokens (or auth { public_key | jwks_url })")
 	}
 	if len(auth.Audience) == 0 && a.ClientID != "" {
 		auth.Audience = []string{a.ClientID}
@@ -105,47 +136,56 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 		auth.ClaimHeaders = maps.Clone(appDefaultClaimHeaders)
 	}
 	guard.Auth = auth
+	if guard.SignIn, err = a.expandSignIn(x); err != nil {
+		return err
+	}
+	if guard.Subscription, err = a.expandSubscription(x, desc); err != nil {
+		return err
+	}
+	x.routes = append(x.routes, guard)
+	return nil
+}
 
-	authURL := a.AuthURL
-	if authURL == "" {
-		authURL = a.Service
+// expandSignIn is the guard's sign-in, nil without sign_in.
+func (a *ServiceApp) expandSignIn(x *appExpansion) (*ServiceOAuth, error) {
+	if a.SignIn == nil {
+		return nil, nil
 	}
-	if a.SignIn != nil {
-		s, err := cloneSettings(map[string]*ServiceOAuth{"": a.SignIn}, "", new(ServiceOAuth))
-		if err != nil {
-			return nil, err
-		}
-		s.ClientID = cmp.Or(s.ClientID, a.ClientID)
-		s.ClientSecret = cmp.Or(s.ClientSecret, a.ClientSecret)
-		s.AuthURL = cmp.Or(s.AuthURL, authURL)
-		if len(s.Scopes) == 0 {
-			s.Scopes = []string{"project"}
-		}
-		if s.AuthURL == "" {
-			defects = append(defects, "sign_in needs the service's address (service or auth_url)")
-		}
-		guard.SignIn = s
+	s, err := cloneSettings(map[string]*ServiceOAuth{"": a.SignIn}, "", new(ServiceOAuth))
+	if err != nil {
+		return nil, err
 	}
-	if a.Subscription != nil {
-		sub, err := cloneSettings(map[string]*ServiceSubscription{"": a.Subscription}, "", new(ServiceSubscription))
-		if err != nil {
-			return nil, err
-		}
-		sub.AppIdentifier = cmp.Or(sub.AppIdentifier, a.AppIdentifier, desc.Identifier)
-		sub.BaseURL = cmp.Or(sub.BaseURL, a.Service)
-		if sub.AppIdentifier == "" {
-			defects = append(defects, "subscription needs app_identifier: the descriptor has no identifier")
-		}
-		if sub.BaseURL == "" {
-			defects = append(defects, "subscription needs the service's address (service)")
-		}
-		guard.Subscription = sub
+	s.ClientID = cmp.Or(s.ClientID, a.ClientID)
+	s.ClientSecret = cmp.Or(s.ClientSecret, a.ClientSecret)
+	s.AuthURL = cmp.Or(s.AuthURL, a.AuthURL, a.Service)
+	if len(s.Scopes) == 0 {
+		s.Scopes = []string{"project"}
 	}
-	routes = append(routes, guard)
-	if len(defects) > 0 {
-		return nil, fmt.Errorf("service_app: %s", strings.Join(defects, "; "))
+	if s.AuthURL == "" {
+		x.defects = append(x.defects, "sign_in needs the service's address (service or auth_url)")
 	}
-	return routes, nil
+	return s, nil
+}
+
+// expandSubscription is the guard's subscription check, nil without
+// subscription.
+func (a *ServiceApp) expandSubscription(x *appExpansion, desc *descriptor.Descriptor) (*ServiceSubscription, error) {
+	if a.Subscription == nil {
+		return nil, nil
+	}
+	sub, err := cloneSettings(map[string]*ServiceSubscription{"": a.Subscription}, "", new(ServiceSubscription))
+	if err != nil {
+		return nil, err
+	}
+	sub.AppIdentifier = cmp.Or(sub.AppIdentifier, a.AppIdentifier, desc.Identifier)
+	sub.BaseURL = cmp.Or(sub.BaseURL, a.Service)
+	if sub.AppIdentifier == "" {
+		x.defects = append(x.defects, "subscription needs app_identifier: the descriptor has no identifier")
+	}
+	if sub.BaseURL == "" {
+		x.defects = append(x.defects, "subscription needs the service's address (service)")
+	}
+	return sub, nil
 }
 
 // cloneSettings is a deep copy of the settings for key (else for "*",

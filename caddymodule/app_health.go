@@ -8,20 +8,16 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/servicegate/servicegate/approute"
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/health"
-	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/respond"
-	"github.com/servicegate/servicegate/urlpath"
 )
 
 func init() {
@@ -33,20 +29,9 @@ func init() {
 // the Caddyfile.
 const appDefaultHealthPath = "/servicegate/health"
 
-// appHealthTimeout bounds one health check (a Redis ping, a file created
-// in each disk queue's directory).
-const appHealthTimeout = 2 * time.Second
-
 // appHealth holds the health check of every provisioned service_app, for
-// the admin API.
-var appHealth sync.Map // *ServiceApp → *appHealthCheck
-
-// appHealthCheck is the health check of one service_app.
-type appHealthCheck struct {
-	app     string // the descriptor's identifier, or its name
-	path    string // "" when the endpoint is off
-	checker health.Checker
-}
+// the admin API and metrics.
+var appHealth health.Registry
 
 // descriptorState is the health state of a descriptor as read at load.
 func descriptorState(l *descriptor.Loaded) health.Descriptor {
@@ -54,19 +39,6 @@ func descriptorState(l *descriptor.Loaded) health.Descriptor {
 		return health.Descriptor{State: health.DescriptorLastGood, At: l.KeptAt}
 	}
 	return health.Descriptor{State: health.DescriptorRead, At: time.Now()}
-}
-
-// provisionHealth sets up the app's health check: its endpoint among the
-// exact paths, so that it is answered before any token check, and its
-// entry for the admin API. It runs last in Provision: on an error it lets
-// go of what the routes hold, as Caddy cleans up only modules that
-// provisioned.
-func (a *ServiceApp) provisionHealth(ctx caddy.Context) error {
-	if err := a.setUpHealth(ctx); err != nil {
-		_ = a.cleanupHandlers()
-		return err
-	}
-	return nil
 }
 
 // provisionWaitingHealth sets up the health check of an app whose
@@ -78,11 +50,15 @@ func (a *ServiceApp) provisionWaitingHealth(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	hc.checker.Descriptor = func() health.Descriptor { return health.Descriptor{State: health.DescriptorNotRead} }
+	hc.Checker.Descriptor = func() health.Descriptor { return health.Descriptor{State: health.DescriptorNotRead} }
 	if a.Health != "off" {
-		hc.path = cmp.Or(a.Health, appDefaultHealthPath)
+		hc.Path = cmp.Or(a.Health, appDefaultHealthPath)
 	}
-	a.waitingHealth = hc
+	router := a.newRouter(true)
+	if hc.Path != "" {
+		router.Health(hc.Path, serveHealth(hc))
+	}
+	a.router.Store(router)
 	appHealth.Store(a, hc)
 	registerCollector(ctx.GetMetricsRegistry(), prometheus.Collector(descriptorCollector))
 	return nil
@@ -90,26 +66,28 @@ func (a *ServiceApp) provisionWaitingHealth(ctx caddy.Context) error {
 
 // newHealthCheck is the health check of app with the parts every app has:
 // Redis, when the servicegate app holds a client.
-func (a *ServiceApp) newHealthCheck(ctx caddy.Context, app string) (*appHealthCheck, error) {
-	hc := &appHealthCheck{app: app}
+func (a *ServiceApp) newHealthCheck(ctx caddy.Context, app string) (*health.App, error) {
+	hc := &health.App{Name: app}
 	sg, err := servicegateApp(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("service_app: %w", err)
 	}
 	if sg != nil {
 		c := sg.Client()
-		hc.checker.Redis, hc.checker.RedisAddress = c.Ping, c.Addr()
+		hc.Checker.Redis, hc.Checker.RedisAddress = c.Ping, c.Addr()
 	}
 	return hc, nil
 }
 
-func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
+// provisionHealth sets up the app's health check: its endpoint, answered
+// before any other route, token or not, and its entry for the admin API.
+func (a *ServiceApp) provisionHealth(ctx caddy.Context, f *appRouting) error {
 	hc, err := a.newHealthCheck(ctx, cmp.Or(a.desc.Identifier, a.desc.Name))
 	if err != nil {
 		return err
 	}
-	hc.checker.Descriptor = func() health.Descriptor { return a.descState }
-	var queues []appQueueHealth
+	hc.Checker.Descriptor = func() health.Descriptor { return a.descState }
+	var queues []health.QueueSource
 	seen := map[string]bool{}
 	for _, rt := range a.Routes {
 		m := rt.Webhook
@@ -117,32 +95,22 @@ func (a *ServiceApp) setUpHealth(ctx caddy.Context) error {
 			continue
 		}
 		seen[m.queueKey] = true
-		q := appQueueHealth{where: m.queueAt, stats: m.queue.Stats}
+		q := health.QueueSource{Where: m.queueAt, Stats: m.queue.Stats}
 		if !strings.HasPrefix(m.queueKey, "redis\x00") {
 			// A disk queue: its directory must take a new file. A queue
 			// in Redis can store as long as Redis answers.
 			dir := filepath.Dir(m.queueKey)
-			q.writable = func(context.Context) error { return health.DirWritable(dir) }
+			q.Writable = func(context.Context) error { return health.DirWritable(dir) }
 		}
 		queues = append(queues, q)
 	}
-	if len(queues) > 0 {
-		hc.checker.Queues = func() []health.Queue {
-			out := make([]health.Queue, len(queues))
-			for i, q := range queues {
-				s := q.stats()
-				out[i] = health.Queue{Where: q.where, Depth: s.Depth, Oldest: s.Oldest, Writable: q.writable}
-			}
-			return out
-		}
-	}
+	hc.Checker.Queues = health.QueuesOf(queues)
 	if a.Health != "off" {
-		hc.path = cmp.Or(a.Health, appDefaultHealthPath)
-		_, module := a.modules[urlpath.Canonical(hc.path)]
-		if _, taken := a.exact[hc.path]; taken || module || hc.path == a.descPath || (a.spillPath != "" && strings.HasPrefix(hc.path, a.spillPath)) {
-			return fmt.Errorf("service_app: the health check's path %s is also a path of the app: choose another with health <path>, or turn it off with health off", hc.path)
+		hc.Path = cmp.Or(a.Health, appDefaultHealthPath)
+		if f.router.Routes(hc.Path) || (f.spillPath != "" && strings.HasPrefix(hc.Path, f.spillPath)) {
+			return fmt.Errorf("service_app: the health check's path %s is also a path of the app: choose another with health <path>, or turn it off with health off", hc.Path)
 		}
-		a.exact[hc.path] = appHealthHandler{hc}
+		f.router.Health(hc.Path, serveHealth(hc))
 	}
 	appHealth.Store(a, hc)
 	registerCollector(ctx.GetMetricsRegistry(), prometheus.Collector(descriptorCollector))
@@ -178,74 +146,29 @@ func (c *appDescriptorCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *appDescriptorCollector) Collect(ch chan<- prometheus.Metric) {
-	type state struct {
-		notRead, stale float64
-		readAt         time.Time
-	}
-	byApp := map[string]state{}
-	appHealth.Range(func(_, v any) bool {
-		hc := v.(*appHealthCheck)
-		d := hc.checker.Descriptor()
-		s := byApp[hc.app]
-		switch d.State {
-		case health.DescriptorNotRead:
-			s.notRead = 1
-		case health.DescriptorLastGood:
-			s.stale = 1
+	for app, s := range appHealth.Descriptors() {
+		notRead, stale := 0.0, 0.0
+		if s.NotRead {
+			notRead = 1
 		}
-		if !d.At.IsZero() && (s.readAt.IsZero() || d.At.Before(s.readAt)) {
-			s.readAt = d.At
+		if s.Stale {
+			stale = 1
 		}
-		byApp[hc.app] = s
-		return true
-	})
-	for app, s := range byApp {
-		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, 1-s.notRead, app)
-		ch <- prometheus.MustNewConstMetric(c.stale, prometheus.GaugeValue, s.stale, app)
-		if !s.readAt.IsZero() {
-			ch <- prometheus.MustNewConstMetric(c.readAt, prometheus.GaugeValue, float64(s.readAt.UnixMilli())/1e3, app)
+		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, 1-notRead, app)
+		ch <- prometheus.MustNewConstMetric(c.stale, prometheus.GaugeValue, stale, app)
+		if !s.ReadAt.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.readAt, prometheus.GaugeValue, float64(s.ReadAt.UnixMilli())/1e3, app)
 		}
 	}
 }
 
-// appQueueHealth is what the health check reads of one webhook queue.
-type appQueueHealth struct {
-	where    string
-	stats    func() queue.Stats
-	writable func(context.Context) error
-}
-
-// check runs the health check, bounded by appHealthTimeout.
-func (hc *appHealthCheck) check(ctx context.Context) health.Report {
-	ctx, cancel := context.WithTimeout(ctx, appHealthTimeout)
-	defer cancel()
-	return hc.checker.Check(ctx)
-}
-
-// appHealthHandler answers service_app's health endpoint: GET or HEAD,
-// no token, 200 when the app can serve and 503 with the reason when it
-// cannot. The answer is the probe's, written here even with handle_errors
-// routes, so that a 503 carries the state of each part.
-type appHealthHandler struct{ hc *appHealthCheck }
-
-func (h appHealthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		return refuse(w, r, http.StatusMethodNotAllowed, "The health check answers GET and HEAD only.")
+// serveHealth answers service_app's health endpoint (see health.App.Serve)
+// with the probe's answer, written here even with handle_errors routes, so
+// that a 503 carries the state of each part.
+func serveHealth(hc *health.App) approute.Handler {
+	return func(w http.ResponseWriter, r *http.Request, _ approute.Next) error {
+		return hc.Serve(w, r, refuse)
 	}
-	rep := h.hc.check(r.Context())
-	body, err := json.Marshal(rep)
-	if err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, err)
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	if r.Method == http.MethodHead {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(rep.HTTPStatus())
-		return nil
-	}
-	respond.JSON(w, rep.HTTPStatus(), body)
-	return nil
 }
 
 // HealthAdmin is the admin API of the health checks: the state of every
@@ -267,41 +190,18 @@ func (HealthAdmin) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{{Pattern: "/service/health", Handler: caddy.AdminHandlerFunc(serveHealthAdmin)}}
 }
 
-// appHealthReport is one app's part of the admin answer.
-type appHealthReport struct {
-	App  string `json:"app"`
-	Path string `json:"path,omitempty"`
-	health.Report
-}
-
 func serveHealthAdmin(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("use GET")}
 	}
-	apps := []appHealthReport{}
-	appHealth.Range(func(_, v any) bool {
-		hc := v.(*appHealthCheck)
-		apps = append(apps, appHealthReport{App: hc.app, Path: hc.path, Report: hc.check(r.Context())})
-		return true
-	})
-	slices.SortFunc(apps, func(x, y appHealthReport) int { return cmp.Compare(x.App, y.App) })
-	status, code := health.StatusOK, http.StatusOK
-	for _, a := range apps {
-		if !a.OK() {
-			status, code = health.StatusUnavailable, http.StatusServiceUnavailable
-		}
-	}
-	body, _ := json.Marshal(struct {
-		Status string            `json:"status"`
-		Apps   []appHealthReport `json:"apps"`
-	}{status, apps})
-	respond.JSON(w, code, body)
+	rep := appHealth.Report(r.Context())
+	body, _ := json.Marshal(rep)
+	respond.JSON(w, rep.HTTPStatus(), body)
 	return nil
 }
 
 // Interface guards.
 var (
-	_ caddy.AdminRouter           = HealthAdmin{}
-	_ caddyhttp.MiddlewareHandler = appHealthHandler{}
+	_ caddy.AdminRouter = HealthAdmin{}
 )

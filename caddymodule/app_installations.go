@@ -10,20 +10,18 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
+	"github.com/servicegate/servicegate/approute"
+	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/installations"
-	"github.com/servicegate/servicegate/oauth"
-	"github.com/servicegate/servicegate/urlpath"
-	"github.com/servicegate/servicegate/webhook"
 )
 
 // appDefaultTokenHeader carries an organization's app token to the app.
@@ -71,6 +69,7 @@ type appInstallations struct {
 	book    *installations.Book
 	handler *installations.Handler
 	header  string // "" when off
+	where   string // the store, as the book is filed (see installations.Books)
 	logger  *zap.Logger
 }
 
@@ -109,59 +108,35 @@ func eventsWithoutInstallations(desc *descriptor.Descriptor) string {
 }
 
 // provisionInstallations opens the installations of the app when the
-// block is given, registers the lifecycle paths, and hands the webhook
-// routes the installations as their secret source. It runs before the
-// routes are provisioned.
-func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute) error {
-	ic := a.Installations
-	if ic == nil {
+// block is given: in the servicegate app's Redis, shared by every
+// instance, or in a file of Caddy's data directory. It runs before the
+// routes are loaded, which get the installations as their secret source
+// (see wire).
+func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.Descriptor) error {
+	if a.Installations == nil {
 		if msg := eventsWithoutInstallations(desc); msg != "" {
 			return errors.New("service_app: " + msg)
 		}
 		return nil
 	}
-	if err := ic.validate(); err != nil {
-		return err
-	}
-	sg, err := servicegateApp(ctx)
+	cfg, client, err := a.installationsConfig(ctx, desc)
 	if err != nil {
 		return err
 	}
-	shared := sg != nil && sg.Client() != nil
-	if ic.Store == "redis" && !shared {
-		return errors.New("service_app: installations: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
-	}
-	repl := caddy.NewReplacer()
-	key := repl.ReplaceKnown(ic.Key, "")
-	sealer, err := installations.NewSealer([]byte(key))
-	if err != nil {
-		return fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
-	}
-	service := strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/")
-	if service == "" {
-		return errors.New("service_app: installations: service (or auth_url) is required: installations are proved by asking the service for an app token")
-	}
-	secret := repl.ReplaceKnown(a.ClientSecret, "")
-	if secret == "" {
-		return errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
-	}
-
-	if ic.Store == "redis" || (ic.Store == "" && shared) {
+	if store := a.Installations.Store; store == "redis" || (store == "" && client != nil) {
 		// Shared by every instance: each drops its local copy of an
 		// organization when another announces a change.
-		store := sg.Client().Installations(a.clientID)
-		lock := func(ctx context.Context, org string) (func(), error) { return store.Lock(ctx, org, 2*appTokenTimeout) }
-		if err := a.openInstallations(ctx, desc, routes, store, lock, sealer, service, secret); err != nil {
+		shared := client.Installations(a.clientID)
+		cfg.Store = shared
+		cfg.Lock = func(ctx context.Context, org string) (func(), error) { return shared.Lock(ctx, org, 2*appTokenTimeout) }
+		where := "redis://" + client.Addr() + "/" + a.clientID
+		if err := a.openInstallations(cfg, where); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
 		}
 		book := a.inst.book
-		where := "redis://" + sg.Client().Addr() + "/" + a.clientID
-		a.cleanups = append(a.cleanups, cleanupFunc(store.OnChange(func(org string) { _ = book.Refresh(org) })),
-			cleanupFunc(keepBook(where, book)))
-		a.queuedAppTokens(routes, where)
+		a.cleanups = append(a.cleanups, cleanupFunc(shared.OnChange(func(org string) { _ = book.Refresh(org) })))
 		return nil
 	}
-
 	// One file per app (client id) in Caddy's data directory.
 	sum := sha256.Sum256([]byte(a.clientID))
 	path := filepath.Join(caddy.AppDataDir(), "servicegate", "installations", hex.EncodeToString(sum[:8])+".db")
@@ -176,120 +151,107 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	release := installationStoreRelease(path)
-	if err := a.openInstallations(ctx, desc, routes, v.(pooledInstallationStore).BoltStore, nil, sealer, service, secret); err != nil {
+	cfg.Store = v.(pooledInstallationStore).BoltStore
+	if err := a.openInstallations(cfg, path); err != nil {
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
 	}
-	a.cleanups = append(a.cleanups, release, cleanupFunc(keepBook(path, a.inst.book)))
-	a.queuedAppTokens(routes, path)
+	a.cleanups = append(a.cleanups, release)
 	return nil
 }
 
-// queuedAppTokens makes the webhook routes' queues give app tokens at send
-// time, from the book kept under where.
-func (a *ServiceApp) queuedAppTokens(routes []AppRoute, where string) {
-	if h := a.inst.header; h != "" {
-		for i := range routes {
-			if wh := routes[i].Webhook; wh != nil {
-				wh.appToken = queuedAppToken(where, h)
-			}
-		}
-	}
-}
-
-// queuedAppToken sets the app token of a queued delivery's organization
-// when the delivery is sent, from the book of the latest config that keeps
-// its installations in file: the queue outlives config reloads.
-func queuedAppToken(file, header string) func(ctx context.Context, org string, h http.Header) {
-	return func(ctx context.Context, org string, h http.Header) {
-		delete(h, header)
-		installationBooks.Lock()
-		b := installationBooks.byFile[file]
-		installationBooks.Unlock()
-		if b == nil || org == "" {
-			return
-		}
-		if tok, _, err := b.Token(ctx, org); err == nil {
-			h[header] = []string{tok}
-		}
-	}
-}
-
-// openInstallations builds the book and the lifecycle handler over an open
-// store, and wires them into the routes.
-func (a *ServiceApp) openInstallations(ctx caddy.Context, desc *descriptor.Descriptor, routes []AppRoute,
-	store installations.Store, lock func(context.Context, string) (func(), error), sealer *installations.Sealer, service, secret string) error {
+// installationsConfig checks the installations block and makes the
+// configuration of its installations but the store; client is the
+// servicegate app's Redis client, if it has one.
+func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Descriptor) (cfg installations.Config, client *cluster.Client, err error) {
 	ic := a.Installations
+	if err := ic.validate(); err != nil {
+		return cfg, nil, err
+	}
+	sg, err := servicegateApp(ctx)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if sg != nil {
+		client = sg.Client()
+	}
+	if ic.Store == "redis" && client == nil {
+		return cfg, nil, errors.New("service_app: installations: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
+	}
+	repl := caddy.NewReplacer()
+	if cfg.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, ""))); err != nil {
+		return cfg, nil, fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
+	}
+	if cfg.Service = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/"); cfg.Service == "" {
+		return cfg, nil, errors.New("service_app: installations: service (or auth_url) is required: installations are proved by asking the service for an app token")
+	}
+	if cfg.ClientSecret = repl.ReplaceKnown(a.ClientSecret, ""); cfg.ClientSecret == "" {
+		return cfg, nil, errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
+	}
+	cfg.ClientID, cfg.TokenTimeout, cfg.Forward = a.clientID, appTokenTimeout, ic.Forward != "off"
+	cfg.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
+		installations.Uninstall: desc.Events.Uninstall, installations.SubscriptionPaid: desc.Events.SubscriptionPaid}
+	cfg.Purge, cfg.Refuse = forgetOrganization(ctx), refuse
+	a.reportInstallations(ctx, &cfg)
+	return cfg, client, nil
+}
 
+// reportInstallations counts and logs what the installations do.
+func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.Config) {
 	reg := ctx.GetMetricsRegistry()
 	calls := registerCollector(reg, installationCalls)
 	renewals := registerCollector(reg, installationTokenRenewals)
 	issued, failed := renewals.WithLabelValues("issued"), renewals.WithLabelValues("failed")
 	registerCollector(reg, installationsHeld)
 	logger := a.logger.Named("installations")
-	client := &oauth.Client{AuthURL: service, ClientID: a.clientID, ClientSecret: secret,
-		HTTP: &http.Client{Timeout: appTokenTimeout}}
-	book, err := installations.NewBook(installations.BookConfig{
-		Store:  store,
-		Sealer: sealer,
-		Lock:   lock,
-		Grant:  installations.ServiceGrant(client, nil),
-		Renewed: func(org string, err error) {
-			if err != nil {
-				failed.Inc()
-				logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
-				return
-			}
-			issued.Inc()
-		},
-	})
+	cfg.Renewed = func(org string, err error) {
+		if err != nil {
+			failed.Inc()
+			logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
+			return
+		}
+		issued.Inc()
+	}
+	cfg.Report = func(o installations.Outcome, org string, err error) {
+		calls.WithLabelValues(o.String()).Inc()
+		fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
+		if err != nil {
+			fields = append(fields, zap.Error(err))
+		}
+		logger.Info("lifecycle call", fields...)
+	}
+}
+
+// openInstallations opens the installations of cfg, kept at where (as the
+// book is filed in installationBooks).
+func (a *ServiceApp) openInstallations(cfg installations.Config, where string) error {
+	book, handler, err := installations.Open(cfg)
 	if err != nil {
 		return err
 	}
-	inst := &appInstallations{book: book, logger: logger}
-	if h := ic.TokenHeader; h != "off" {
-		inst.header = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
+	a.inst = &appInstallations{book: book, handler: handler, logger: a.logger.Named("installations"), where: where}
+	if h := a.Installations.TokenHeader; h != "off" {
+		a.inst.header = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
 	}
-	handler, err := installations.NewHandler(installations.HandlerConfig{
-		Book:     book,
-		ClientID: a.clientID,
-		Paths: [installations.NumKinds]string{
-			installations.Installed:        desc.Events.Installed,
-			installations.Uninstall:        desc.Events.Uninstall,
-			installations.SubscriptionPaid: desc.Events.SubscriptionPaid,
-		},
-		Forward: ic.Forward != "off",
-		Purge:   forgetOrganization(ctx),
-		Refuse:  refuse,
-		Report: func(o installations.Outcome, org string, err error) {
-			calls.WithLabelValues(o.String()).Inc()
-			fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
-			if err != nil {
-				fields = append(fields, zap.Error(err))
-			}
-			logger.Info("lifecycle call", fields...)
-		},
-	})
-	if err != nil {
-		return err
+	a.cleanups = append(a.cleanups, cleanupFunc(installationBooks.Keep(where, book)))
+	return nil
+}
+
+// routeLifecycle routes the lifecycle paths of desc to the installations.
+func (a *ServiceApp) routeLifecycle(router *approute.Router, desc *descriptor.Descriptor) error {
+	if a.inst == nil {
+		return nil
 	}
-	inst.handler = handler
-	a.inst = inst
+	h := a.inst.handler
+	lifecycle := func(w http.ResponseWriter, r *http.Request, next approute.Next) error { return h.Serve(w, r, next) }
 	for _, p := range []string{desc.Events.Installed, desc.Events.Uninstall, desc.Events.SubscriptionPaid} {
 		if p == "" {
 			continue
 		}
 		// Every spelling of a lifecycle path that a lenient router takes
 		// for it gets the lifecycle's checks, as module urls do.
-		key := urlpath.Canonical(p)
-		if other, ok := a.modules[key]; ok {
-			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other.path)
-		}
-		a.modules[key] = appModule{p, appLifecycle{handler}}
-	}
-	for i := range routes {
-		if wh := routes[i].Webhook; wh != nil {
-			wh.installations = book
+		if other := router.Module(p, lifecycle); other != "" {
+			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other)
 		}
 	}
 	return nil
@@ -336,112 +298,10 @@ func (ic *AppInstallations) validate() error {
 		return fmt.Errorf("service_app: installations: store %q is neither disk nor redis", ic.Store)
 	case ic.Forward != "" && ic.Forward != "on" && ic.Forward != "off":
 		return fmt.Errorf("service_app: installations: forward takes on or off, not %q", ic.Forward)
-	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !validHeaderName(ic.TokenHeader):
+	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !httpguts.ValidHeaderFieldName(ic.TokenHeader):
 		return fmt.Errorf("service_app: installations: token_header %q is not a header name", ic.TokenHeader)
 	}
 	return nil
-}
-
-func validHeaderName(s string) bool {
-	for _, c := range s {
-		if c <= ' ' || c >= 0x7f || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c) {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// appLifecycle serves the lifecycle paths.
-type appLifecycle struct{ h *installations.Handler }
-
-func (l appLifecycle) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return l.h.Serve(w, r, next)
-}
-
-// stripAppToken removes inbound copies of the token header: only the
-// gateway sets it.
-func (a *ServiceApp) stripAppToken(r *http.Request) {
-	if a.inst != nil && a.inst.header != "" {
-		delete(r.Header, a.inst.header)
-	}
-}
-
-// serveGuardedWithToken runs the "*" route with a next handler that gives
-// the app the organization's app token when the request's verified token
-// names an installed organization.
-func (a *ServiceApp) serveGuardedWithToken(w http.ResponseWriter, r *http.Request, c *appChain) error {
-	if a.inst == nil || a.inst.header == "" {
-		return a.serveGuarded(w, r, c)
-	}
-	t := appTokenNexts.Get().(*appTokenNext)
-	*t = appTokenNext{inst: a.inst, next: c.next}
-	c.next = t
-	err := a.serveGuarded(w, r, c)
-	*t = appTokenNext{}
-	appTokenNexts.Put(t)
-	return err
-}
-
-// appTokenNexts pools the next handlers that set the app token, so the hot
-// path allocates none.
-var appTokenNexts = sync.Pool{New: func() any { return new(appTokenNext) }}
-
-// appTokenNext sets the app token header, then calls next. delivery: the
-// organization is the one a verified webhook delivery names (its
-// organization headers, which the check removed unless the signature
-// vouches for them); else the one service_auth verified.
-type appTokenNext struct {
-	inst     *appInstallations
-	next     caddyhttp.Handler
-	delivery bool
-}
-
-func (t *appTokenNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	var org string
-	if t.delivery {
-		org = cmp.Or(r.Header.Get(webhook.HeaderDomain), r.Header.Get(webhook.HeaderOrgID))
-	} else if v, ok := verifiedFrom(r); ok {
-		org = v.Organization
-	}
-	if org != "" {
-		tok, _, err := t.inst.book.Token(r.Context(), org)
-		switch {
-		case err == nil:
-			r.Header[t.inst.header] = []string{tok}
-		case !errors.Is(err, installations.ErrNotFound):
-			t.inst.logger.Warn("the request goes on without an app token", zap.String("organization", org), zap.Error(err))
-		}
-	}
-	return t.next.ServeHTTP(w, r)
-}
-
-// appDeliveryRoute is a webhook route whose verified deliveries carry the
-// organization's app token.
-type appDeliveryRoute struct {
-	inst *appInstallations
-	h    caddyhttp.MiddlewareHandler
-}
-
-func (d appDeliveryRoute) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	t := appTokenNexts.Get().(*appTokenNext)
-	*t = appTokenNext{inst: d.inst, next: next, delivery: true}
-	err := d.h.ServeHTTP(w, r, t)
-	*t = appTokenNext{}
-	appTokenNexts.Put(t)
-	return err
-}
-
-// wrapDeliveryRoutes makes the webhook routes give app tokens; it runs
-// once the routes are provisioned.
-func (a *ServiceApp) wrapDeliveryRoutes() {
-	if a.inst == nil || a.inst.header == "" {
-		return
-	}
-	for key, m := range a.modules {
-		if _, ok := m.handler.(*ServiceWebhook); ok {
-			a.modules[key] = appModule{m.path, appDeliveryRoute{inst: a.inst, h: m.handler}}
-		}
-	}
 }
 
 // parseInstallations reads the installations block:

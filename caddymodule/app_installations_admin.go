@@ -1,19 +1,13 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/servicegate/servicegate/installations"
-	"github.com/servicegate/servicegate/respond"
 )
 
 func init() {
@@ -39,139 +33,33 @@ func (InstallationsAdmin) CaddyModule() caddy.ModuleInfo {
 // Routes returns the admin routes of the module.
 func (InstallationsAdmin) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
-		{Pattern: "/service/installations", Handler: caddy.AdminHandlerFunc(installationsList)},
-		{Pattern: "/service/installations/token", Handler: caddy.AdminHandlerFunc(installationsToken)},
+		{Pattern: "/service/installations", Handler: installationsAdminRoute((*installations.Books).ServeInstallations)},
+		{Pattern: "/service/installations/token", Handler: installationsAdminRoute((*installations.Books).ServeToken)},
 	}
 }
 
-// installationBooks holds the books of the loaded configs, by store file:
-// the latest config's book of each file.
-var installationBooks = struct {
-	sync.Mutex
-	byFile map[string]*installations.Book
-}{byFile: map[string]*installations.Book{}}
-
-// keepBook files b as the book of its store file until release.
-func keepBook(file string, b *installations.Book) (release func()) {
-	installationBooks.Lock()
-	installationBooks.byFile[file] = b
-	installationBooks.Unlock()
-	return func() {
-		installationBooks.Lock()
-		if installationBooks.byFile[file] == b {
-			delete(installationBooks.byFile, file)
-		}
-		installationBooks.Unlock()
-	}
-}
-
-func eachBook(fn func(*installations.Book) bool) {
-	installationBooks.Lock()
-	books := make([]*installations.Book, 0, len(installationBooks.byFile))
-	for _, b := range installationBooks.byFile {
-		books = append(books, b)
-	}
-	installationBooks.Unlock()
-	for _, b := range books {
-		if !fn(b) {
-			return
-		}
-	}
-}
+// installationBooks holds the books of the loaded configs, by store: the
+// latest config's book of each.
+var installationBooks installations.Books
 
 // installationsHeld is the number of installations held by the loaded
 // configs.
 var installationsHeld = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Namespace: "servicegate", Subsystem: "installations", Name: "held",
 	Help: "Installations of the app held by service_app (organizations that installed it).",
-}, func() float64 {
-	n := 0
-	eachBook(func(b *installations.Book) bool { n += b.Len(); return true })
-	return float64(n)
-})
+}, func() float64 { return float64(installationBooks.Len()) })
 
-func installationsList(w http.ResponseWriter, r *http.Request) error {
-	switch r.Method {
-	case http.MethodGet:
-		out := []installations.Summary{}
-		var err error
-		eachBook(func(b *installations.Book) bool {
-			var list []installations.Summary
-			list, err = b.List()
-			out = append(out, list...)
-			return err == nil
-		})
-		if err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("listing the installations: %w", err)}
+// installationsAdminRoute is an admin route over installationBooks, its
+// refusals as the admin API's errors.
+func installationsAdminRoute(serve func(*installations.Books, http.ResponseWriter, *http.Request) error) caddy.AdminHandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		err := serve(&installationBooks, w, r)
+		var refused *installations.AdminError
+		if errors.As(err, &refused) {
+			return caddy.APIError{HTTPStatus: refused.Status, Err: refused.Err}
 		}
-		body, _ := respond.MarshalJSON(out)
-		respond.JSON(w, http.StatusOK, body)
-		return nil
-	case http.MethodDelete:
-		org := r.URL.Query().Get("organization")
-		if org == "" {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("name the installation to remove: ?organization=<domain or id>")}
-		}
-		removed := 0
-		var err error
-		eachBook(func(b *installations.Book) bool {
-			if _, ok := b.Organization(org); ok {
-				removed++
-				err = b.Remove(org)
-			}
-			return err == nil
-		})
-		if err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
-		}
-		if removed == 0 {
-			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no installation of organization %q", org)}
-		}
-		body, _ := respond.MarshalJSON(map[string]any{"organization": org, "removed": removed})
-		respond.JSON(w, http.StatusOK, body)
-		return nil
-	default:
-		w.Header().Set("Allow", "GET, DELETE")
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("use GET, or DELETE ?organization=<domain or id>")}
+		return err
 	}
-}
-
-func installationsToken(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New(`use POST {"organization": "<domain or id>"}`)}
-	}
-	var body struct {
-		Organization string `json:"organization"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&body); err != nil || body.Organization == "" {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New(`send {"organization": "<domain or id>"}`)}
-	}
-	var (
-		tok     string
-		expires time.Time
-		err     = installations.ErrNotFound
-	)
-	eachBook(func(b *installations.Book) bool {
-		if _, ok := b.Organization(body.Organization); !ok {
-			return true
-		}
-		tok, expires, err = b.Token(r.Context(), body.Organization)
-		return false
-	})
-	switch {
-	case errors.Is(err, installations.ErrNotFound):
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no installation of organization %q", body.Organization)}
-	case err != nil:
-		w.Header().Set("Retry-After", "30")
-		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the service did not issue an app token for this organization; try again later")}
-	}
-	out, _ := respond.MarshalJSON(struct {
-		AccessToken string    `json:"access_token"`
-		ExpiresAt   time.Time `json:"expires_at"`
-	}{tok, expires.UTC()})
-	respond.JSON(w, http.StatusOK, out)
-	return nil
 }
 
 // Interface guard.

@@ -2,7 +2,7 @@
 // their provisioning, their Caddyfile directives, admin API and metrics, and
 // the CLI commands. The work itself is done by Caddy-free packages (token,
 // signature, webhook, subscription, limits, contract, oauth, descriptor,
-// urlpath, installations, queue, cluster, health, spans, version, emulator,
+// urlpath, approute, siteorigin, installations, queue, cluster, health, spans, version, emulator,
 // jsonscan, respond, safehttp: see the module root's package doc).
 //
 // Importing this package (or the module root, github.com/servicegate/servicegate,

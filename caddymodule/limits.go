@@ -113,6 +113,7 @@ func (ServiceLimits) CaddyModule() caddy.ModuleInfo {
 
 // Provision fills in the defaults and registers the metrics.
 func (l *ServiceLimits) Provision(ctx caddy.Context) error {
+	wireForServiceApp(ctx, l)
 	l.logger = ctx.Logger()
 	if l.MaxRequestSize == 0 {
 		l.MaxRequestSize = defaultMaxRequestSize

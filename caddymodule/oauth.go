@@ -174,6 +174,7 @@ func (ServiceOAuth) CaddyModule() caddy.ModuleInfo {
 // Provision fills in defaults, resolves the secret and sets up the session
 // store.
 func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
+	wireForServiceApp(ctx, m)
 	m.logger = ctx.Logger()
 	m.events = newOAuthEvents(ctx.GetMetricsRegistry())
 	repl := caddy.NewReplacer()

@@ -1,23 +1,16 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
-)
 
-// errNoSiteHost refuses to build an address for a site that was given no
-// host name: the Host header is the client's to choose.
-var errNoSiteHost = errors.New("this site's public address is not known: its address names no host " +
-	"and the Host header of a request is the client's to choose")
+	"github.com/servicegate/servicegate/siteorigin"
+)
 
 // siteOrigin is the public origin (scheme, host and port) of the site a
 // handler serves, built from the host names the site was configured for
@@ -34,33 +27,18 @@ type siteOrigin struct {
 	hosts []string
 }
 
-// of is the origin for r of the site handler serves.
+// of is the origin for r of the site handler serves (see siteorigin.Of).
 func (s *siteOrigin) of(r *http.Request, handler caddyhttp.MiddlewareHandler) (string, error) {
 	s.once.Do(func() {
 		if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
 			s.hosts, _ = hostsAbove(srv.Routes, handler, nil)
 		}
 	})
-	host, ok := siteHost(s.hosts, r.Host)
-	if !ok {
-		return "", fmt.Errorf("%w; %s, or name the site by its host", errNoSiteHost, s.fix)
+	origin, err := siteorigin.Of(r, s.hosts)
+	if err != nil {
+		return "", fmt.Errorf("%w; %s, or name the site by its host", err, s.fix)
 	}
-	scheme, port := "http", ""
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	// The port is the one the request came in on, not one it names.
-	if addr, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok &&
-		!(scheme == "http" && addr.Port == 80) && !(scheme == "https" && addr.Port == 443) {
-		port = strconv.Itoa(addr.Port)
-	}
-	if port != "" {
-		return scheme + "://" + net.JoinHostPort(host, port), nil
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	return scheme + "://" + host, nil
+	return origin, nil
 }
 
 // hostsAbove finds handler in routes (and their subroutes) and returns the
@@ -106,51 +84,6 @@ func routeHosts(sets caddyhttp.MatcherSets) []string {
 		hosts = append(hosts, own...)
 	}
 	return hosts
-}
-
-// siteHost picks the host name of hosts the request is for: the one its
-// Host header names (a wildcard's match included), else the only one.
-func siteHost(hosts []string, requestHost string) (string, bool) {
-	name := strings.ToLower(requestHost)
-	if h, _, err := net.SplitHostPort(name); err == nil {
-		name = h
-	}
-	name = strings.TrimSuffix(strings.Trim(name, "[]"), ".")
-	var plain []string
-	for _, h := range hosts {
-		h = strings.ToLower(h)
-		switch {
-		case strings.Contains(h, "{"):
-			// A placeholder: known only per request.
-		case strings.Contains(h, "*"):
-			if wildcardMatch(h, name) {
-				return name, true
-			}
-		case h == name:
-			return h, true
-		default:
-			plain = append(plain, h)
-		}
-	}
-	if len(plain) == 1 {
-		return plain[0], true
-	}
-	return "", false
-}
-
-// wildcardMatch matches name against a host pattern whose "*" labels
-// stand for one label each, as Caddy's host matcher does.
-func wildcardMatch(pattern, name string) bool {
-	p, n := strings.Split(pattern, "."), strings.Split(name, ".")
-	if len(p) != len(n) {
-		return false
-	}
-	for i := range p {
-		if p[i] != "*" && p[i] != n[i] || n[i] == "" {
-			return false
-		}
-	}
-	return true
 }
 
 // origin is the app's public address for r: base_url, else the site's.

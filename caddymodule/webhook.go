@@ -133,6 +133,7 @@ func (ServiceWebhook) CaddyModule() caddy.ModuleInfo {
 // Provision resolves the secrets, loads the secrets file and starts
 // watching it.
 func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
+	wireForServiceApp(ctx, m)
 	m.logger = ctx.Logger()
 	m.outcomes = newWebhookOutcomes(ctx.GetMetricsRegistry())
 	if m.MaxSize == 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/queue"
 	"github.com/servicegate/servicegate/respond"
+	"github.com/servicegate/servicegate/siteorigin"
 	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/webhook"
 )
@@ -354,10 +355,7 @@ func forwardedHeader(r *http.Request, origin string) http.Header {
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		h.Set("X-Forwarded-For", ip)
 	}
-	proto := "http"
-	if r.TLS != nil {
-		proto = "https"
-	}
+	proto := siteorigin.Scheme(r)
 	h.Del("X-Forwarded-Host")
 	if u, err := url.Parse(origin); origin != "" && err == nil && u.Host != "" {
 		proto = u.Scheme

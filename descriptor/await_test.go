@@ -3,6 +3,10 @@ package descriptor
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,5 +52,42 @@ func TestAwait(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Await went on after its context ended")
+	}
+}
+
+// TestLoaderAwait: an address that does not answer is awaited; a failure
+// of another kind (an answer that is no descriptor) is told once, then the
+// descriptor is read. Labels hold no credentials.
+func TestLoaderAwait(t *testing.T) {
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n++; n {
+		case 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 2:
+			io.WriteString(w, `{"modules":{"webhook":[{"key":"w","url":"/*"}]}}`)
+		default:
+			io.WriteString(w, good)
+		}
+	}))
+	defer srv.Close()
+	source := srv.URL + "/manifest.json"
+	if Awaitable(source, &Defects{}) || Awaitable("manifest.json", errors.New("no file")) || !Awaitable(source, errors.New("refused")) {
+		t.Error("Awaitable tells a mistake from an app not up yet wrongly")
+	}
+	var changed []error
+	retries := 0
+	d, err := (&Loader{}).Await(context.Background(), source, errors.New("connection refused"),
+		func(err error) { changed = append(changed, err) },
+		func(error, time.Duration) { retries++ })
+	if err != nil || d == nil {
+		t.Fatalf("Await: %v", err)
+	}
+	var defects *Defects
+	if retries != 2 || len(changed) != 1 || !errors.As(changed[0], &defects) {
+		t.Errorf("%d retries, changed %v", retries, changed)
+	}
+	if got := Label("http://user:secret@app.example/manifest.json"); strings.Contains(got, "secret") || Label("a.json") != "a.json" {
+		t.Errorf("Label %q", got)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/servicegate/servicegate/siteorigin"
 )
 
 // LifecyclePath is where a developer's tools ask the emulator to make a
@@ -63,11 +65,7 @@ func (s *Server) serveLifecycle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.BaseURL == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		req.BaseURL = scheme + "://" + r.Host
+		req.BaseURL = siteorigin.Scheme(r) + "://" + r.Host
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), lifecycleTimeout)
 	defer cancel()

@@ -1,0 +1,119 @@
+package installations
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Books holds the books of the loaded configs, by the store each keeps its
+// installations in (a file, or a Redis server and app): the latest
+// config's book of each store. The zero value is ready to use.
+type Books struct {
+	mu      sync.Mutex
+	byStore map[string]*Book
+}
+
+// Keep files b as the book of store until release, in place of the book
+// of an older config.
+func (s *Books) Keep(store string, b *Book) (release func()) {
+	s.mu.Lock()
+	if s.byStore == nil {
+		s.byStore = map[string]*Book{}
+	}
+	s.byStore[store] = b
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.byStore[store] == b {
+			delete(s.byStore, store)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Of is the book of store, nil when none is kept.
+func (s *Books) Of(store string) *Book {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byStore[store]
+}
+
+// each calls fn with every book until it returns false.
+func (s *Books) each(fn func(*Book) bool) {
+	s.mu.Lock()
+	books := make([]*Book, 0, len(s.byStore))
+	for _, b := range s.byStore {
+		books = append(books, b)
+	}
+	s.mu.Unlock()
+	for _, b := range books {
+		if !fn(b) {
+			return
+		}
+	}
+}
+
+// Len counts the installations the books hold.
+func (s *Books) Len() int {
+	n := 0
+	s.each(func(b *Book) bool { n += b.Len(); return true })
+	return n
+}
+
+// List lists the installations of every book.
+func (s *Books) List() ([]Summary, error) {
+	out := []Summary{}
+	var err error
+	s.each(func(b *Book) bool {
+		var list []Summary
+		list, err = b.List()
+		out = append(out, list...)
+		return err == nil
+	})
+	return out, err
+}
+
+// Remove removes the installation of organization (a domain or an id)
+// from every book that holds it, and says from how many.
+func (s *Books) Remove(organization string) (removed int, err error) {
+	s.each(func(b *Book) bool {
+		if _, ok := b.Organization(organization); ok {
+			removed++
+			err = b.Remove(organization)
+		}
+		return err == nil
+	})
+	return removed, err
+}
+
+// Token is the app token of organization (a domain or an id) from the
+// first book that holds it; ErrNotFound when none does.
+func (s *Books) Token(ctx context.Context, organization string) (token string, expires time.Time, err error) {
+	err = ErrNotFound
+	s.each(func(b *Book) bool {
+		if _, ok := b.Organization(organization); !ok {
+			return true
+		}
+		token, expires, err = b.Token(ctx, organization)
+		return false
+	})
+	return token, expires, err
+}
+
+// QueuedToken sets, on the header h of a queued delivery of organization
+// when it is sent, the app token from the book kept for store (the queue
+// outlives config reloads), under header; inbound copies are removed.
+func (s *Books) QueuedToken(store, header string) func(ctx context.Context, organization string, h http.Header) {
+	return func(ctx context.Context, organization string, h http.Header) {
+		delete(h, header)
+		b := s.Of(store)
+		if b == nil || organization == "" {
+			return
+		}
+		if tok, _, err := b.Token(ctx, organization); err == nil {
+			h[header] = []string{tok}
+		}
+	}
+}

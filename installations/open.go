@@ -1,0 +1,49 @@
+package installations
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/servicegate/servicegate/oauth"
+)
+
+// Config is what the installations of one app are made of: the book
+// over its store, proved and renewed with the service's token endpoint,
+// and the handler of its lifecycle calls.
+type Config struct {
+	// Store, Sealer and Lock: see BookConfig.
+	Store  Store
+	Sealer *Sealer
+	Lock   func(ctx context.Context, organization string) (unlock func(), err error)
+	// Service is the OAuth server's address; ClientID and ClientSecret
+	// are the app's, with which it asks for app tokens.
+	Service, ClientID, ClientSecret string
+	// TokenTimeout bounds one request for an app token.
+	TokenTimeout time.Duration
+	// Renewed: see BookConfig.
+	Renewed func(organization string, err error)
+	// Paths, Forward, Purge, Refuse and Report: see HandlerConfig.
+	Paths   [NumKinds]string
+	Forward bool
+	Purge   func(organizationID, domain string)
+	Refuse  func(w http.ResponseWriter, r *http.Request, status int, message string) error
+	Report  func(o Outcome, organization string, err error)
+}
+
+// Open makes the book and the lifecycle handler of cfg.
+func Open(cfg Config) (*Book, *Handler, error) {
+	client := &oauth.Client{AuthURL: cfg.Service, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
+		HTTP: &http.Client{Timeout: cfg.TokenTimeout}}
+	book, err := NewBook(BookConfig{Store: cfg.Store, Sealer: cfg.Sealer, Lock: cfg.Lock,
+		Grant: ServiceGrant(client, nil), Renewed: cfg.Renewed})
+	if err != nil {
+		return nil, nil, err
+	}
+	handler, err := NewHandler(HandlerConfig{Book: book, ClientID: cfg.ClientID, Paths: cfg.Paths,
+		Forward: cfg.Forward, Purge: cfg.Purge, Refuse: cfg.Refuse, Report: cfg.Report})
+	if err != nil {
+		return nil, nil, err
+	}
+	return book, handler, nil
+}
