@@ -1,15 +1,15 @@
 package oauth
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/servicegate/servicegate/spans/spanstest"
 )
 
 // A token request is a span of the request's trace, and the authorization
@@ -22,15 +22,12 @@ func TestTokenRequestIsASpan(t *testing.T) {
 		_, _ = w.Write([]byte(`{"access_token":"the-access-token","refresh_token":"the-refresh-token","expires_in":3600}`))
 	}))
 	defer srv.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	ctx, req := tp.Tracer("caddy").Start(context.Background(), "request")
+	ctx, rec := spanstest.Request(t)
 	c := &Client{AuthURL: srv.URL, ClientID: "client-id", ClientSecret: "the-client-secret"}
 	if _, err := c.Exchange(ctx, "the-code", "https://app.example/callback", testNow); err != nil {
 		t.Fatal(err)
 	}
-	req.End()
+	trace.SpanFromContext(ctx).End()
 	traceparent := <-got
 	var span sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/servicegate/servicegate/spans"
+	"github.com/servicegate/servicegate/spans/spanstest"
 )
 
 // The trace context of the request that queued a delivery is kept with it
@@ -45,11 +45,9 @@ func TestHTTPSenderTracesAttempts(t *testing.T) {
 	}))
 	defer app.Close()
 
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	reqCtx, req := tp.Tracer("caddy").Start(context.Background(), "request")
-	req.End()
+	reqCtx, rec := spanstest.Request(t)
+	trace.SpanFromContext(reqCtx).End()
+	tp := trace.SpanFromContext(reqCtx).TracerProvider()
 	delivery := spans.Traceparent(reqCtx)
 	stale := http.Header{"Traceparent": {"00-11111111111111111111111111111111-2222222222222222-01"}}
 	m := Meta{ID: "d-1", To: app.URL, Method: "POST", URI: "/hooks", Attempts: 1, Traceparent: delivery}

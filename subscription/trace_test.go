@@ -1,15 +1,14 @@
 package subscription
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/servicegate/servicegate/spans/spanstest"
 )
 
 // A subscription query is a span of the request's trace, with the answer
@@ -22,11 +21,7 @@ func TestQueryIsASpan(t *testing.T) {
 		_, _ = w.Write([]byte(`{"expires":"2099-01-01 00:00:00"}`))
 	}))
 	defer svc.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	ctx, req := tp.Tracer("caddy").Start(context.Background(), "request")
-	defer req.End()
+	ctx, rec := spanstest.Request(t)
 
 	if _, err := (&Client{}).Query(ctx, svc.URL, "my-app", "the-token"); err != nil {
 		t.Fatal(err)

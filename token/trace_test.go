@@ -1,14 +1,13 @@
 package token
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/servicegate/servicegate/spans/spanstest"
 )
 
 // A fetch of the key set for a request is a span of the request's trace,
@@ -20,11 +19,7 @@ func TestJWKSFetchIsASpan(t *testing.T) {
 		_, _ = w.Write([]byte(`{"keys":[]}`))
 	}))
 	defer ks.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
-	ctx, req := tp.Tracer("caddy").Start(context.Background(), "request")
-	defer req.End()
+	ctx, rec := spanstest.Request(t)
 
 	_ = NewJWKS(ks.URL+"?key=secret", JWKSOptions{}).Refresh(ctx) // no usable key: an error
 	traceparent := <-got
