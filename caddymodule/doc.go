@@ -3,7 +3,7 @@
 // the CLI commands. The work itself is done by Caddy-free packages (token,
 // signature, webhook, subscription, limits, contract, oauth, descriptor,
 // urlpath, installations, queue, cluster, health, spans, version, emulator,
-// jsonscan, respond, safehttp: see the module root's package doc).
+// jsonscan, respond, safehttp, cli: see the module root's package doc).
 //
 // Importing this package (or the module root, github.com/servicegate/servicegate,
 // the package xcaddy's --with imports) registers the modules
