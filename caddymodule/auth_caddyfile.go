@@ -36,13 +36,22 @@ func init() {
 //		cache_size <n>                     # default 10000; 0 disables
 //	}
 func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if err := parseDirective(d, a.subdirectives()); err != nil {
+		return err
+	}
+	return directiveErr(d, a.Validate())
+}
+
+// subdirectives is the table of service_auth's sub-directives, for its
+// directive and service_app's auth block.
+func (a *ServiceAuth) subdirectives() map[string]subdirective {
 	duration := func(dst *caddy.Duration) func(*caddyfile.Dispenser) error {
 		return func(d *caddyfile.Dispenser) (err error) {
 			*dst, err = durationArg(d, true)
 			return err
 		}
 	}
-	err := parseDirective(d, map[string]subdirective{
+	return map[string]subdirective{
 		"hs256_secret":      once(secretArg("service_auth", &a.HS256Secret)),
 		"public_key":        once(stringArg(&a.PublicKey)),
 		"jwks_url":          once(a.parseJWKSURL),
@@ -72,14 +81,7 @@ func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.CacheSize = &n
 			return err
 		}),
-	})
-	if err != nil {
-		return err
 	}
-	if err := a.Validate(); err != nil {
-		return directiveErr(d, err)
-	}
-	return nil
 }
 
 // parseJWKSURL reads jwks_url, checking a URL without placeholders now.

@@ -137,6 +137,16 @@ func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 
 // Validate refuses limits that would refuse everything.
 func (l *ServiceLimits) Validate() error {
+	if err := l.requireContract(); err != nil {
+		return err
+	}
+	return l.checkSettings()
+}
+
+// checkSettings checks the settings given, and not that what needs a
+// contract has one: service_app gives the limits of each file module the
+// module's contract.
+func (l *ServiceLimits) checkSettings() error {
 	if l.MaxRequestSize < 0 {
 		return fmt.Errorf("service_limits: max_request_size must be positive, got %d", l.MaxRequestSize)
 	}

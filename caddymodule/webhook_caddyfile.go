@@ -37,7 +37,16 @@ func init() {
 //		}
 //	}
 func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	err := parseDirective(d, map[string]subdirective{
+	if err := parseDirective(d, m.subdirectives()); err != nil {
+		return err
+	}
+	return directiveErr(d, m.Validate())
+}
+
+// subdirectives is the table of service_webhook's sub-directives, for its
+// directive and service_app's webhook blocks.
+func (m *ServiceWebhook) subdirectives() map[string]subdirective {
+	return map[string]subdirective{
 		"secret":       repeatable(secretArgs("service_webhook", &m.Secrets)),
 		"secrets_file": once(stringArg(&m.SecretsFile)),
 		"secrets_poll": once(durationTo(&m.SecretsPoll)),
@@ -49,14 +58,7 @@ func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			m.Queue, err = unmarshalWebhookQueue(d)
 			return err
 		}),
-	})
-	if err != nil {
-		return err
 	}
-	if err := m.Validate(); err != nil {
-		return directiveErr(d, err)
-	}
-	return nil
 }
 
 // unmarshalWebhookQueue parses service_webhook's queue block.
