@@ -119,7 +119,7 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 		s.ClientSecret = cmp.Or(s.ClientSecret, a.ClientSecret)
 		s.AuthURL = cmp.Or(s.AuthURL, authURL)
 		if len(s.Scopes) == 0 {
-			s.Scopes = []string{"project"}
+			s.Scopes = []string{appDefaultScope}
 		}
 		if s.AuthURL == "" {
 			defects = append(defects, "sign_in needs the service's address (service or auth_url)")
