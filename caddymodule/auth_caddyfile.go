@@ -45,23 +45,17 @@ func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // subdirectives is the table of service_auth's sub-directives, for its
 // directive and service_app's auth block.
 func (a *ServiceAuth) subdirectives() map[string]subdirective {
-	duration := func(dst *caddy.Duration) func(*caddyfile.Dispenser) error {
-		return func(d *caddyfile.Dispenser) (err error) {
-			*dst, err = durationArg(d, true)
-			return err
-		}
-	}
 	return map[string]subdirective{
 		"hs256_secret":      once(secretArg("service_auth", &a.HS256Secret)),
 		"public_key":        once(stringArg(&a.PublicKey)),
 		"jwks_url":          once(a.parseJWKSURL),
-		"jwks_refresh":      once(duration(&a.JWKSRefresh)),
-		"jwks_min_interval": once(duration(&a.JWKSMinInterval)),
+		"jwks_refresh":      once(zeroOrMoreDurationTo(&a.JWKSRefresh)),
+		"jwks_min_interval": once(zeroOrMoreDurationTo(&a.JWKSMinInterval)),
 		"audience":          repeatable(appendArgs(&a.Audience)),
 		"issuer":            once(stringArg(&a.Issuer)),
 		"leeway": once(func(d *caddyfile.Dispenser) error {
 			a.Leeway = new(caddy.Duration)
-			return duration(a.Leeway)(d)
+			return zeroOrMoreDurationTo(a.Leeway)(d)
 		}),
 		"from_query": once(stringArg(&a.FromQuery)),
 		"strip_query": once(func(d *caddyfile.Dispenser) error {

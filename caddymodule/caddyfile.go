@@ -168,6 +168,15 @@ func durationTo(dst *caddy.Duration) func(d *caddyfile.Dispenser) error {
 	}
 }
 
+// zeroOrMoreDurationTo is a sub-directive whose one duration, zero
+// allowed, is stored in *dst.
+func zeroOrMoreDurationTo(dst *caddy.Duration) func(d *caddyfile.Dispenser) error {
+	return func(d *caddyfile.Dispenser) (err error) {
+		*dst, err = durationArg(d, true)
+		return err
+	}
+}
+
 // intArg reads a whole number of min or more.
 func intArg(d *caddyfile.Dispenser, min int) (int, error) {
 	name := d.Val()
@@ -183,6 +192,15 @@ func intArg(d *caddyfile.Dispenser, min int) (int, error) {
 		return 0, d.Errf("%s %q is not a whole number of %d or more", name, v, min)
 	}
 	return n, nil
+}
+
+// intTo is a sub-directive whose one whole number of min or more is
+// stored in *dst.
+func intTo(dst *int, min int) func(d *caddyfile.Dispenser) error {
+	return func(d *caddyfile.Dispenser) (err error) {
+		*dst, err = intArg(d, min)
+		return err
+	}
 }
 
 // maxSize is the largest size a servicegate directive accepts: 1 TB as

@@ -74,10 +74,7 @@ func (m *ServiceOAuth) subdirectives() map[string]subdirective {
 			}
 			return err
 		}),
-		"max_sessions": once(func(d *caddyfile.Dispenser) (err error) {
-			m.MaxSessions, err = intArg(d, 1)
-			return err
-		}),
+		"max_sessions":     once(intTo(&m.MaxSessions, 1)),
 		"session_lifetime": once(durationTo(&m.SessionLifetime)),
 		"timeout":          once(durationTo(&m.Timeout)),
 	}

@@ -70,11 +70,8 @@ func (h *ServiceSubscription) subdirectives() map[string]subdirective {
 		"negative_ttl": once(durationTo(&h.NegativeTTL)),
 		"timeout":      once(durationTo(&h.Timeout)),
 		"max_age":      once(durationTo(&h.MaxAge)),
-		"cache_size": once(func(d *caddyfile.Dispenser) (err error) {
-			h.CacheSize, err = intArg(d, 1)
-			return err
-		}),
-		"on_error": once(h.parseOnError),
+		"cache_size":   once(intTo(&h.CacheSize, 1)),
+		"on_error":     once(h.parseOnError),
 	}
 }
 

@@ -67,18 +67,12 @@ func unmarshalWebhookQueue(d *caddyfile.Dispenser) (*WebhookQueue, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	count := func(dst *int) func(d *caddyfile.Dispenser) error {
-		return func(d *caddyfile.Dispenser) (err error) {
-			*dst, err = intArg(d, 1)
-			return err
-		}
-	}
 	err := parseBlock(d, "service_webhook queue", map[string]subdirective{
 		"to":           once(stringArg(&q.To)),
 		"store":        once(stringArg(&q.Store)),
 		"dir":          once(stringArg(&q.Dir)),
-		"concurrency":  once(count(&q.Concurrency)),
-		"max_attempts": once(count(&q.MaxAttempts)),
+		"concurrency":  once(intTo(&q.Concurrency, 1)),
+		"max_attempts": once(intTo(&q.MaxAttempts, 1)),
 		"max_age":      once(durationTo(&q.MaxAge)),
 		"timeout":      once(durationTo(&q.Timeout)),
 		"dedup":        once(durationTo(&q.Dedup)),
