@@ -37,8 +37,7 @@ const (
 	oauthSweepEvery         = time.Hour
 	// oauthRefreshSlack is how much longer than a token request a refresh
 	// lock lives, and another instance's refresh is waited for.
-	oauthRefreshSlack        = 5 * time.Second
-	oauthLoginLifetimeSecond = int(oauth.DefaultLoginLifetime / time.Second)
+	oauthRefreshSlack = 5 * time.Second
 )
 
 // ServiceOAuth runs the service's OAuth 2.0 authorization-code flow at the
@@ -206,6 +205,7 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 
 // fillDefaults sets every setting left unset to its default; sessions go
 // to Redis by default when the servicegate app has a Redis server.
+// LogoutRedirect and CookiePath are left to oauth.NewHandler's defaults.
 func (m *ServiceOAuth) fillDefaults(redis bool) {
 	for _, field := range []struct {
 		value *string
@@ -213,9 +213,7 @@ func (m *ServiceOAuth) fillDefaults(redis bool) {
 	}{
 		{&m.RedirectURI, oauthDefaultCallback},
 		{&m.LogoutPath, oauthDefaultLogout},
-		{&m.LogoutRedirect, "/"},
 		{&m.CookieName, oauthDefaultCookie},
-		{&m.CookiePath, "/"},
 		{&m.SessionStore, map[bool]string{false: oauthStoreMemory, true: oauthStoreRedis}[redis]},
 		{&m.UserHeader, oauthDefaultUserHeader},
 		{&m.OrganizationHeader, oauthDefaultOrgHeader},
