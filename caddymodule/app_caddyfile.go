@@ -123,13 +123,13 @@ const appAdaptTimeout = 5 * time.Second
 // with the file and line of this directive, and the routes it expands to
 // are written into the config, so `caddy adapt` shows them.
 func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	start := d.Token()
-	d.Prev()
 	var nested []appBlock
 	if err := parseDirective(d, a.subdirectives(&nested)); err != nil {
 		return err
 	}
+	d.Reset()
+	d.Next() // the directive name: the line of what concerns it whole
+	start := d.Token()
 	if a.Descriptor == "" {
 		return errAt(start, "service_app needs descriptor: the app descriptor file, or its address on the app")
 	}
