@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 
@@ -114,10 +113,6 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	only := fl.String("only")
-	if only != "" && only != "events" && only != "jobs" {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("--only takes events or jobs, not %q", only)
-	}
 	orgID, err := fl.GetInt64("organization-id")
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
@@ -125,6 +120,6 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	return exitCode(cli.SendToApp(cli.SendOptions{
 		Descriptor: source, App: app, Secret: secret,
 		Domain: fl.String("domain"), OrganizationID: orgID,
-		File: fl.String("file"), Only: only, Timeout: timeout,
+		File: fl.String("file"), Only: fl.String("only"), Timeout: timeout,
 	}, stdout))
 }

@@ -81,6 +81,9 @@ type SendOptions struct {
 // 2xx. all2xx is false when a call was not; err is set when no call could
 // be made.
 func SendToApp(o SendOptions, out io.Writer) (all2xx bool, err error) {
+	if o.Only != "" && o.Only != "events" && o.Only != "jobs" {
+		return false, fmt.Errorf("--only takes events or jobs, not %q", o.Only)
+	}
 	d, err := LoadDescriptor(o.Descriptor)
 	if err != nil {
 		return false, err
