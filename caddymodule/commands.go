@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -130,21 +129,7 @@ func commandOutcome(stderr io.Writer, command string, code int, err error) int {
 
 // commandSecret is --secret, or the variable named by --secret-env.
 func commandSecret(fl caddycmd.Flags) (string, error) {
-	name := fl.String("secret-env")
-	if name == "" {
-		if fl.String("secret") == "" {
-			return "", errors.New("the secret is empty")
-		}
-		return fl.String("secret"), nil
-	}
-	if fl.Changed("secret") {
-		return "", errors.New("give --secret or --secret-env, not both")
-	}
-	secret := os.Getenv(name)
-	if secret == "" {
-		return "", fmt.Errorf("the environment variable %s is empty or not set", name)
-	}
-	return secret, nil
+	return cli.Secret(fl.String("secret"), fl.String("secret-env"), fl.Changed("secret"))
 }
 
 // commandTimeout is --timeout, a positive duration.

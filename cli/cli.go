@@ -8,8 +8,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/servicegate/servicegate/descriptor"
@@ -35,6 +37,26 @@ func PrintToken(out io.Writer, secret string, t emulator.Token) error {
 	}
 	_, err = fmt.Fprintln(out, token)
 	return err
+}
+
+// Secret is the secret a command signs with: value (--secret), or the
+// environment variable named env (--secret-env). valueGiven says value
+// was given rather than left at its default: giving both is refused.
+func Secret(value, env string, valueGiven bool) (string, error) {
+	if env == "" {
+		if value == "" {
+			return "", errors.New("the secret is empty")
+		}
+		return value, nil
+	}
+	if valueGiven {
+		return "", errors.New("give --secret or --secret-env, not both")
+	}
+	secret := os.Getenv(env)
+	if secret == "" {
+		return "", fmt.Errorf("the environment variable %s is empty or not set", env)
+	}
+	return secret, nil
 }
 
 // LoadDescriptor reads a descriptor from a file or an address, with no
