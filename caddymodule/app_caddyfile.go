@@ -280,8 +280,8 @@ func appSegment(d *caddyfile.Dispenser, key string) caddyfile.Segment {
 // handler it configures, so that every setting is spelled and checked as
 // in that handler's own directive. Only the settings given are checked
 // here: what service_app supplies itself (secrets, the service's address,
-// the contract) is added, and the handler checked whole, when the
-// descriptor is expanded.
+// the contract) is added when the descriptor is expanded, which names
+// what is missing, and the completed handler is validated when it loads.
 func (a *ServiceApp) parseNested(b appBlock) error {
 	var settings interface {
 		subdirectives() map[string]subdirective
