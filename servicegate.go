@@ -21,6 +21,7 @@
 //	queue, cluster         the durable webhook queue; what instances share through Redis
 //	health, spans, version the health check, trace spans, the version that runs
 //	emulator               a local stand-in of the service
+//	cli                    what the service-* commands do, printed as plain text
 //	jsonscan, respond, safehttp  one JSON scanner; refusals and small pages; the address-checked client
 package servicegate
 

@@ -25,6 +25,7 @@ const (
 	appDefaultDescriptorPath = "/manifest.json"
 	appDefaultFromQuery      = "jwtToken"
 	appAllModules            = "*"
+	appDefaultScope          = "project" // what sign_in asks for unless its block names scopes
 )
 
 // appDefaultClaimHeaders are the upstream headers service_app sets from a

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -124,76 +123,13 @@ const appAdaptTimeout = 5 * time.Second
 // with the file and line of this directive, and the routes it expands to
 // are written into the config, so `caddy adapt` shows them.
 func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	start := d.Token()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	seen := map[string]bool{}
 	var nested []appBlock
-	for d.NextBlock(0) {
-		var err error
-		switch sub := d.Val(); sub {
-		case "descriptor":
-			err = appOneArg(d, &a.Descriptor)
-		case "descriptor_path":
-			err = appOneArg(d, &a.DescriptorPath)
-		case "health":
-			err = appOneArg(d, &a.Health)
-		case "base_url":
-			err = appOneArg(d, &a.BaseURL)
-		case "client_id":
-			err = appOneArg(d, &a.ClientID)
-		case "client_secret":
-			at := d.Token()
-			if err = appOneArg(d, &a.ClientSecret); err == nil {
-				warnUnsetEnv(at, "service_app", a.ClientSecret)
-			}
-		case "secrets_file":
-			err = appOneArg(d, &a.SecretsFile)
-		case "service":
-			if err = appOneArg(d, &a.Service); err == nil {
-				err = appAddressErr(d, "service", a.Service)
-			}
-		case "auth_url":
-			if err = appOneArg(d, &a.AuthURL); err == nil {
-				err = appAddressErr(d, "auth_url", a.AuthURL)
-			}
-		case "app_identifier":
-			err = appOneArg(d, &a.AppIdentifier)
-		case "app_secret":
-			at, n := d.Token(), len(a.AppSecrets)
-			if err = appArgs(d, &a.AppSecrets); err == nil {
-				warnUnsetEnv(at, "service_app", a.AppSecrets[n:]...)
-			}
-		case "public":
-			err = appArgs(d, &a.Public)
-		case "installations":
-			err = a.parseInstallations(d)
-		case "subscription", "sign_in", "auth":
-			if seen[sub] {
-				return d.Errf("%s given twice", sub)
-			}
-			seen[sub] = true
-			nested = append(nested, appBlock{sub: sub, seg: appSegment(d, "")})
-		case "webhook", "limits":
-			key := appAllModules
-			if d.NextArg() {
-				key = d.Val()
-				d.Prev()
-			}
-			if seen[sub+" "+key] {
-				return d.Errf("%s settings for %q given twice", sub, key)
-			}
-			seen[sub+" "+key] = true
-			nested = append(nested, appBlock{sub: sub, key: key, seg: appSegment(d, key)})
-		default:
-			return d.Errf("unrecognized service_app option %q", sub)
-		}
-		if err != nil {
-			return err
-		}
+	if err := parseDirective(d, a.subdirectives(&nested)); err != nil {
+		return err
 	}
+	d.Reset()
+	d.Next() // the directive name: the line of what concerns it whole
+	start := d.Token()
 	if a.Descriptor == "" {
 		return errAt(start, "service_app needs descriptor: the app descriptor file, or its address on the app")
 	}
@@ -203,6 +139,65 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return a.expandWhileAdapting(start)
+}
+
+// subdirectives is the table of service_app's sub-directives. The nested
+// blocks of the handlers it composes are collected in nested, to be read
+// once the rest is known.
+func (a *ServiceApp) subdirectives(nested *[]appBlock) map[string]subdirective {
+	address := func(name string, dst *string) subdirective {
+		return once(func(d *caddyfile.Dispenser) (err error) {
+			if *dst, err = oneArg(d); err == nil {
+				err = appAddressErr(d, name, *dst)
+			}
+			return err
+		})
+	}
+	block := repeatable(func(d *caddyfile.Dispenser) error {
+		b := appBlock{sub: d.Val()}
+		if b.sub == "webhook" || b.sub == "limits" {
+			b.key = appAllModules
+			if d.NextArg() {
+				b.key = d.Val()
+				d.Prev()
+			}
+		}
+		for _, other := range *nested {
+			if other.sub == b.sub && other.key == b.key {
+				if b.key == "" {
+					return d.Errf("%s given twice", b.sub)
+				}
+				return d.Errf("%s settings for %q given twice", b.sub, b.key)
+			}
+		}
+		b.seg = appSegment(d, b.key)
+		*nested = append(*nested, b)
+		return nil
+	})
+	return map[string]subdirective{
+		"descriptor":      once(stringArg(&a.Descriptor)),
+		"descriptor_path": once(stringArg(&a.DescriptorPath)),
+		"health":          once(stringArg(&a.Health)),
+		"base_url":        once(stringArg(&a.BaseURL)),
+		"client_id":       once(stringArg(&a.ClientID)),
+		"client_secret":   once(secretArg("service_app", &a.ClientSecret)),
+		"secrets_file":    once(stringArg(&a.SecretsFile)),
+		"service":         address("service", &a.Service),
+		"auth_url":        address("auth_url", &a.AuthURL),
+		"app_identifier":  once(stringArg(&a.AppIdentifier)),
+		"app_secret":      repeatable(secretArgs("service_app", &a.AppSecrets)),
+		"public":          repeatable(appendArgs(&a.Public)),
+		// parseInstallations refuses a second block itself.
+		"installations": repeatable(a.parseInstallations),
+		"subscription":  block,
+		"sign_in":       block,
+		"auth":          block,
+		"webhook":       block,
+		"limits":        block,
+		otherSubdirective: once(func(d *caddyfile.Dispenser) error {
+			return d.Errf("unrecognized service_app option %q", d.Val())
+		}),
+	}
 }
 
 // expandWhileAdapting reads the descriptor, when it can, and writes its
@@ -263,25 +258,6 @@ func checkServiceAddress(name, value string) error {
 	return fmt.Errorf("service_app: %s: %w", name, err)
 }
 
-func appOneArg(d *caddyfile.Dispenser, dst *string) error {
-	if *dst != "" {
-		return d.Errf("%s given twice", d.Val())
-	}
-	if !d.AllArgs(dst) {
-		return d.ArgErr()
-	}
-	return nil
-}
-
-func appArgs(d *caddyfile.Dispenser, dst *[]string) error {
-	args := d.RemainingArgs()
-	if len(args) == 0 {
-		return d.ArgErr()
-	}
-	*dst = append(*dst, args...)
-	return nil
-}
-
 // appBlock is a nested block of service_app: the settings of one of the
 // handlers it composes.
 type appBlock struct {
@@ -300,131 +276,50 @@ func appSegment(d *caddyfile.Dispenser, key string) caddyfile.Segment {
 	return seg
 }
 
-// parseNested reads a nested block with the Caddyfile parser of the handler
-// it configures, so that every setting is spelled and checked as in that
-// handler's own directive. What service_app supplies itself (secrets, the
-// service's address, the contract) is set before the parser reads the
-// block, so that the parser's completeness checks pass, and taken out
-// again after unless the block set it: the settings keep only what the
-// user wrote.
+// parseNested reads a nested block with the Caddyfile table of the
+// handler it configures, so that every setting is spelled and checked as
+// in that handler's own directive. Only the settings given are checked
+// here: what service_app supplies itself (secrets, the service's address,
+// the contract) is added when the descriptor is expanded, which names
+// what is missing, and the completed handler is validated when it loads.
 func (a *ServiceApp) parseNested(b appBlock) error {
-	d := caddyfile.NewDispenser(b.seg)
-	if len(b.seg) > 1 && b.seg[1].Text != "{" {
-		d.Next()
-		d.Next()
-		return d.ArgErr()
+	var settings interface {
+		subdirectives() map[string]subdirective
+		checkSettings() error
 	}
-	sets := func(names ...string) bool { return segmentSets(b.seg, names...) }
-	const placeholder = "http://service.invalid"
 	switch b.sub {
 	case "subscription":
-		s := new(ServiceSubscription)
-		base, id := !sets("base_url"), !sets("app_identifier")
-		if base {
-			s.BaseURL = cmp.Or(a.Service, placeholder)
-		}
-		if id {
-			s.AppIdentifier = cmp.Or(a.AppIdentifier, "app")
-		}
-		if err := s.UnmarshalCaddyfile(d); err != nil {
-			return err
-		}
-		if base {
-			s.BaseURL = ""
-		}
-		if id {
-			s.AppIdentifier = ""
-		}
-		a.Subscription = s
+		a.Subscription = new(ServiceSubscription)
+		settings = a.Subscription
 	case "sign_in":
-		s := new(ServiceOAuth)
-		client, secret, auth, scopes := !sets("client_id"), !sets("client_secret"), !sets("auth_url"), !sets("scopes")
-		if client {
-			s.ClientID = cmp.Or(a.ClientID, "client")
-		}
-		if secret {
-			s.ClientSecret = cmp.Or(a.ClientSecret, "secret")
-		}
-		if auth {
-			s.AuthURL = cmp.Or(a.AuthURL, a.Service, placeholder)
-		}
-		if scopes {
-			s.Scopes = []string{"project"}
-		}
-		if err := s.UnmarshalCaddyfile(d); err != nil {
-			return err
-		}
-		if client {
-			s.ClientID = ""
-		}
-		if secret {
-			s.ClientSecret = ""
-		}
-		if auth {
-			s.AuthURL = ""
-		}
-		if scopes {
-			s.Scopes = nil
-		}
-		a.SignIn = s
+		a.SignIn = new(ServiceOAuth)
+		settings = a.SignIn
 	case "auth":
-		s := new(ServiceAuth)
-		key := !sets("hs256_secret", "public_key", "jwks_url")
-		if key {
-			s.HS256Secret = cmp.Or(a.ClientSecret, "secret")
-		}
-		if err := s.UnmarshalCaddyfile(d); err != nil {
-			return err
-		}
-		if key {
-			s.HS256Secret = ""
-		}
-		a.Auth = s
+		a.Auth = new(ServiceAuth)
+		settings = a.Auth
 	case "webhook":
 		s := new(ServiceWebhook)
-		secrets := !sets("secret", "secrets_file")
-		if secrets {
-			s.Secrets = []string{"secret"}
-		}
-		if err := s.UnmarshalCaddyfile(d); err != nil {
-			return err
-		}
-		if secrets {
-			s.Secrets = nil
-		}
-		if a.Webhooks == nil {
-			a.Webhooks = map[string]*ServiceWebhook{}
-		}
-		a.Webhooks[b.key] = s
+		a.Webhooks = mapWith(a.Webhooks, b.key, s)
+		settings = s
 	case "limits":
 		s := new(ServiceLimits)
-		contract := !sets("contract")
-		if contract {
-			s.Contract = descriptor.KindCustomFileFormat
-		}
-		if err := s.UnmarshalCaddyfile(d); err != nil {
-			return err
-		}
-		if contract {
-			s.Contract = ""
-		}
-		if a.Limits == nil {
-			a.Limits = map[string]*ServiceLimits{}
-		}
-		a.Limits[b.key] = s
+		a.Limits = mapWith(a.Limits, b.key, s)
+		settings = s
 	}
-	return nil
+	d := caddyfile.NewDispenser(b.seg)
+	if err := parseDirective(d, settings.subdirectives()); err != nil {
+		return err
+	}
+	return directiveErr(d, settings.checkSettings())
 }
 
-// segmentSets tells whether a nested block has one of the sub-directives
-// names: a token that starts a line inside the block.
-func segmentSets(seg caddyfile.Segment, names ...string) bool {
-	for i := 2; i < len(seg); i++ {
-		if seg[i].Line != seg[i-1].Line && slices.Contains(names, seg[i].Text) {
-			return true
-		}
+// mapWith is m, made when nil, with v under key.
+func mapWith[V any](m map[string]V, key string, v V) map[string]V {
+	if m == nil {
+		m = map[string]V{}
 	}
-	return false
+	m[key] = v
+	return m
 }
 
 // Interface guard.

@@ -1,23 +1,16 @@
 package caddymodule
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/servicegate/servicegate/descriptor"
-	"github.com/servicegate/servicegate/emulator"
+	"github.com/servicegate/servicegate/cli"
 )
 
 func init() {
@@ -92,9 +85,9 @@ func serviceAppSendFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("service-app send", pflag.ContinueOnError)
 	fs.String("descriptor", "", "The app descriptor: a file or an address (required)")
 	fs.String("app", "", "The app's base address as the service reaches it, e.g. http://localhost:8080 (required)")
-	fs.String("secret", demoAppSecret, "The app secret that signs deliveries")
+	fs.String("secret", cli.DemoAppSecret, "The app secret that signs deliveries")
 	fs.String("secret-env", "", "Read the app secret from this environment variable")
-	fs.String("domain", demoDomain, "The organization's domain")
+	fs.String("domain", cli.DemoDomain, "The organization's domain")
 	fs.Int64("organization-id", 1, "The organization's id")
 	fs.String("file", "", "A source file for the file jobs; without it only events are sent")
 	fs.String("only", "", "Send only events, or only jobs")
@@ -104,50 +97,7 @@ func serviceAppSendFlags() *pflag.FlagSet {
 
 // runServiceAppCheck prints what a descriptor declares, or its defects.
 func runServiceAppCheck(source string, stdout io.Writer) (int, error) {
-	d, err := loadForCommand(source)
-	var defects *descriptor.Defects
-	if errors.As(err, &defects) {
-		fmt.Fprintln(stdout, err)
-		return caddy.ExitCodeFailedStartup, nil
-	}
-	if err != nil {
-		return caddy.ExitCodeFailedStartup, err
-	}
-	fmt.Fprintf(stdout, "%s: no defects; %s\n", source, summarize(d))
-	for _, m := range d.FileFormats {
-		fmt.Fprintf(stdout, "  custom-file-format %-20s %s  (limits and contract)\n", m.Key, m.URL)
-	}
-	for _, m := range d.PreExports {
-		fmt.Fprintf(stdout, "  file-pre-export    %-20s %s  (limits and contract)\n", m.Key, m.URL)
-	}
-	for _, m := range d.Webhooks {
-		fmt.Fprintf(stdout, "  webhook            %-20s %s  (signature, module key, events %v)\n", m.Key, m.URL, m.Events)
-	}
-	for _, m := range d.Others {
-		fmt.Fprintf(stdout, "  %-18s %-20s %s  (token, like every other path)\n", m.Kind, m.Key, m.URL)
-	}
-	return caddy.ExitCodeSuccess, nil
-}
-
-func summarize(d *descriptor.Descriptor) string {
-	s := fmt.Sprintf("%d file format, %d pre-export and %d webhook modules", len(d.FileFormats), len(d.PreExports), len(d.Webhooks))
-	if len(d.Others) > 0 {
-		s += fmt.Sprintf(", %d other (%s)", len(d.Others), strings.Join(d.Ignored, ", "))
-	}
-	if d.Identifier != "" {
-		s = "app " + strconv.Quote(d.Identifier) + ", " + s
-	}
-	return s
-}
-
-// loadForCommand reads a descriptor from a file or an address, with no
-// kept copy: the command says what the app serves now.
-func loadForCommand(source string) (*descriptor.Descriptor, error) {
-	l, err := (&descriptor.Loader{}).Load(context.Background(), source)
-	if err != nil {
-		return nil, err
-	}
-	return l.Descriptor, nil
+	return exitCode(cli.CheckDescriptor(source, stdout))
 }
 
 func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
@@ -163,82 +113,13 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	only := fl.String("only")
-	if only != "" && only != "events" && only != "jobs" {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("--only takes events or jobs, not %q", only)
-	}
 	orgID, err := fl.GetInt64("organization-id")
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	d, err := loadForCommand(source)
-	if err != nil {
-		return caddy.ExitCodeFailedStartup, err
-	}
-	challenges := newTokenChallenges()
-	in := &emulator.Installation{
-		Descriptor: d, AppURL: app, AppSecret: secret,
-		OrganizationID: orgID, Domain: fl.String("domain"),
-		Client: &http.Client{Timeout: timeout, Transport: challenges},
-	}
-	ctx := context.Background()
-	var calls []emulator.Call
-	if only != "jobs" {
-		calls = append(calls, in.SendEvents(ctx)...)
-	}
-	if only != "events" {
-		file := fl.String("file")
-		if file == "" && only == "jobs" {
-			return caddy.ExitCodeFailedStartup, errors.New("--only jobs needs --file, the source file of the jobs")
-		}
-		if file != "" {
-			content, err := os.ReadFile(file)
-			if err != nil {
-				return caddy.ExitCodeFailedStartup, fmt.Errorf("reading the source file: %w", err)
-			}
-			calls = append(calls, in.SendJobs(ctx, filepath.Base(file), content)...)
-		}
-	}
-	if len(calls) == 0 {
-		return caddy.ExitCodeFailedStartup, errors.New("the descriptor declares no module to call")
-	}
-	failed, hint := 0, ""
-	for _, c := range calls {
-		if c.Kind == descriptor.KindWebhook && hint == "" {
-			hint = demoSecretHint(c.Status, secret, challenges.asked(c.URL))
-		}
-		line := fmt.Sprintf("%-18s %-20s %-15s %s", c.Kind, c.Key, c.Job, c.URL)
-		if c.Err != nil {
-			fmt.Fprintf(stdout, "%s  no answer: %v\n", line, c.Err)
-		} else {
-			fmt.Fprintf(stdout, "%s  %d %s\n", line, c.Status, answerSummary(c.Body))
-		}
-		if !c.OK() {
-			failed++
-		}
-	}
-	if hint != "" {
-		fmt.Fprintln(stdout, hint)
-	}
-	if failed > 0 {
-		fmt.Fprintf(stdout, "%d of %d calls were not answered 2xx\n", failed, len(calls))
-		return caddy.ExitCodeFailedStartup, nil
-	}
-	fmt.Fprintf(stdout, "all %d calls were answered 2xx\n", len(calls))
-	return caddy.ExitCodeSuccess, nil
-}
-
-// answerSummary is the start of an answer, on one line.
-func answerSummary(body []byte) string {
-	const max = 120
-	s := []rune(strings.TrimSpace(string(body)))
-	for i, r := range s {
-		if r == '\n' || r == '\r' {
-			s[i] = ' '
-		}
-	}
-	if len(s) > max {
-		return string(s[:max]) + "…"
-	}
-	return string(s)
+	return exitCode(cli.SendToApp(cli.SendOptions{
+		Descriptor: source, App: app, Secret: secret,
+		Domain: fl.String("domain"), OrganizationID: orgID,
+		File: fl.String("file"), Only: fl.String("only"), Timeout: timeout,
+	}, stdout))
 }

@@ -159,7 +159,7 @@ func (a *ServiceApp) expandSignIn(x *appExpansion) (*ServiceOAuth, error) {
 	s.ClientSecret = cmp.Or(s.ClientSecret, a.ClientSecret)
 	s.AuthURL = cmp.Or(s.AuthURL, a.AuthURL, a.Service)
 	if len(s.Scopes) == 0 {
-		s.Scopes = []string{"project"}
+		s.Scopes = []string{appDefaultScope}
 	}
 	if s.AuthURL == "" {
 		x.defects = append(x.defects, "sign_in needs the service's address (service or auth_url)")

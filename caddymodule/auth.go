@@ -264,8 +264,19 @@ func (a *ServiceAuth) Cleanup() error {
 
 // Validate checks the configuration.
 func (a *ServiceAuth) Validate() error {
-	if err := a.checkKeySources(); err != nil {
-		return err
+	if a.HS256Secret == "" && a.PublicKey == "" && a.JWKSURL == "" {
+		return a.checkKeySources()
+	}
+	return a.checkSettings()
+}
+
+// checkSettings checks the settings given, and not that a key is:
+// service_app supplies its client_secret when its auth block names none.
+func (a *ServiceAuth) checkSettings() error {
+	if a.HS256Secret != "" || a.PublicKey != "" || a.JWKSURL != "" {
+		if err := a.checkKeySources(); err != nil {
+			return err
+		}
 	}
 	if a.CacheSize != nil && *a.CacheSize < 0 {
 		return errors.New("service_auth: cache_size must not be negative")

@@ -38,23 +38,26 @@ func init() {
 //		cache_size <n>                     # default 10000; 0 disables
 //	}
 func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	duration := func(dst *caddy.Duration) func(*caddyfile.Dispenser) error {
-		return func(d *caddyfile.Dispenser) (err error) {
-			*dst, err = durationArg(d, true)
-			return err
-		}
+	if err := parseDirective(d, a.subdirectives()); err != nil {
+		return err
 	}
-	err := parseDirective(d, map[string]subdirective{
+	return directiveErr(d, a.Validate())
+}
+
+// subdirectives is the table of service_auth's sub-directives, for its
+// directive and service_app's auth block.
+func (a *ServiceAuth) subdirectives() map[string]subdirective {
+	return map[string]subdirective{
 		"hs256_secret":      once(secretArg("service_auth", &a.HS256Secret)),
 		"public_key":        once(stringArg(&a.PublicKey)),
 		"jwks_url":          once(a.parseJWKSURL),
-		"jwks_refresh":      once(duration(&a.JWKSRefresh)),
-		"jwks_min_interval": once(duration(&a.JWKSMinInterval)),
+		"jwks_refresh":      once(zeroOrMoreDurationTo(&a.JWKSRefresh)),
+		"jwks_min_interval": once(zeroOrMoreDurationTo(&a.JWKSMinInterval)),
 		"audience":          repeatable(appendArgs(&a.Audience)),
 		"issuer":            once(stringArg(&a.Issuer)),
 		"leeway": once(func(d *caddyfile.Dispenser) error {
 			a.Leeway = new(caddy.Duration)
-			return duration(a.Leeway)(d)
+			return zeroOrMoreDurationTo(a.Leeway)(d)
 		}),
 		"from_query": once(stringArg(&a.FromQuery)),
 		"strip_query": once(func(d *caddyfile.Dispenser) error {
@@ -74,14 +77,7 @@ func (a *ServiceAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.CacheSize = &n
 			return err
 		}),
-	})
-	if err != nil {
-		return err
 	}
-	if err := a.Validate(); err != nil {
-		return directiveErr(d, err)
-	}
-	return nil
 }
 
 // parseJWKSURL reads jwks_url, checking a URL without placeholders now.

@@ -33,6 +33,11 @@ func repeatable(parse func(d *caddyfile.Dispenser) error) subdirective {
 	return subdirective{parse: parse, repeatable: true}
 }
 
+// otherSubdirective is the name, in a table, of the entry that reads every
+// sub-directive the table does not name; without one, such a
+// sub-directive is refused with the wording every directive shares.
+const otherSubdirective = ""
+
 // parseDirective reads "<directive> [{ <sub-directives> }]": no argument
 // on the directive's line, then the block, each line by subs.
 func parseDirective(d *caddyfile.Dispenser, subs map[string]subdirective) error {
@@ -59,7 +64,9 @@ func parseBlock(d *caddyfile.Dispenser, what string, subs map[string]subdirectiv
 		name := d.Val()
 		sub, ok := subs[name]
 		if !ok {
-			return d.Errf("unrecognized %s sub-directive %q", what, name)
+			if sub, ok = subs[otherSubdirective]; !ok {
+				return d.Errf("unrecognized %s sub-directive %q", what, name)
+			}
 		}
 		if seen[name] && !sub.repeatable {
 			return d.Errf("%s: %s given more than once", what, name)
@@ -74,8 +81,11 @@ func parseBlock(d *caddyfile.Dispenser, what string, subs map[string]subdirectiv
 
 // directiveErr is an error about the directive as a whole (a required
 // sub-directive missing, two that exclude each other), named at the
-// directive's own file and line.
+// directive's own file and line; nil when err is.
 func directiveErr(d *caddyfile.Dispenser, err error) error {
+	if err == nil {
+		return nil
+	}
 	d.Reset()
 	d.Next()
 	return d.Err(err.Error())
@@ -158,6 +168,15 @@ func durationTo(dst *caddy.Duration) func(d *caddyfile.Dispenser) error {
 	}
 }
 
+// zeroOrMoreDurationTo is a sub-directive whose one duration, zero
+// allowed, is stored in *dst.
+func zeroOrMoreDurationTo(dst *caddy.Duration) func(d *caddyfile.Dispenser) error {
+	return func(d *caddyfile.Dispenser) (err error) {
+		*dst, err = durationArg(d, true)
+		return err
+	}
+}
+
 // intArg reads a whole number of min or more.
 func intArg(d *caddyfile.Dispenser, min int) (int, error) {
 	name := d.Val()
@@ -173,6 +192,15 @@ func intArg(d *caddyfile.Dispenser, min int) (int, error) {
 		return 0, d.Errf("%s %q is not a whole number of %d or more", name, v, min)
 	}
 	return n, nil
+}
+
+// intTo is a sub-directive whose one whole number of min or more is
+// stored in *dst.
+func intTo(dst *int, min int) func(d *caddyfile.Dispenser) error {
+	return func(d *caddyfile.Dispenser) (err error) {
+		*dst, err = intArg(d, min)
+		return err
+	}
 }
 
 // maxSize is the largest size a servicegate directive accepts: 1 TB as

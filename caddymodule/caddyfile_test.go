@@ -251,9 +251,6 @@ func FuzzDirectiveCaddyfile(f *testing.F) {
 			return
 		}
 		if v, ok := u.(interface{ Validate() error }); ok {
-			if g.name == "service_oauth" {
-				return // validated with Provision's defaults, see UnmarshalCaddyfile
-			}
 			if err := v.Validate(); err != nil {
 				t.Fatalf("%s {%s} parsed but does not validate: %v", g.name, block, err)
 			}

@@ -126,7 +126,7 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 	for _, org := range m.Organizations {
 		o := emulator.Organization{Domain: org.Domain, ID: org.ID, SubscribeLink: org.SubscribeLink}
 		if org.ActiveUntil != "" {
-			if o.ActiveUntil, err = parseActiveUntil(org.ActiveUntil); err != nil {
+			if o.ActiveUntil, err = emulator.ParseActiveUntil(org.ActiveUntil); err != nil {
 				return fmt.Errorf("service_emulator: organization %s: %w", org.Domain, err)
 			}
 		}
@@ -164,17 +164,6 @@ func (m *ServiceEmulator) Cleanup() error {
 		_, _ = emulators.Delete(m.key)
 	}
 	return nil
-}
-
-// parseActiveUntil reads an active_until date: the service's own
-// "YYYY-MM-DD HH:MM:SS" (UTC), a bare date, or RFC 3339.
-func parseActiveUntil(s string) (time.Time, error) {
-	for _, layout := range []string{emulator.ExpiresLayout, "2006-01-02", time.RFC3339} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("active_until %q is not a date like \"2030-01-01 00:00:00\"", s)
 }
 
 // ServeHTTP answers the emulator's paths and passes every other request on.

@@ -9,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/servicegate/servicegate/emulator"
 )
 
 func init() {
@@ -104,7 +106,7 @@ func unmarshalEmulatedOrganization(d *caddyfile.Dispenser) (EmulatedOrganization
 			if err != nil {
 				return err
 			}
-			if _, err := parseActiveUntil(v); err != nil {
+			if _, err := emulator.ParseActiveUntil(v); err != nil {
 				return d.Errf("organization %s: %v", org.Domain, err)
 			}
 			org.ActiveUntil = v

@@ -137,7 +137,16 @@ func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 }
 
 // Validate refuses limits that would refuse everything.
-func (l *ServiceLimits) Validate() error {
+func (l *ServiceLimits) Validate() error { return l.check(true) }
+
+// checkSettings checks the settings given, and not that what needs a
+// contract has one: service_app gives the limits of each file module the
+// module's contract.
+func (l *ServiceLimits) checkSettings() error { return l.check(false) }
+
+// check is Validate, with or without requiring a contract where one is
+// needed.
+func (l *ServiceLimits) check(contractRequired bool) error {
 	if l.MaxRequestSize < 0 {
 		return fmt.Errorf("service_limits: max_request_size must be positive, got %d", l.MaxRequestSize)
 	}
@@ -149,6 +158,11 @@ func (l *ServiceLimits) Validate() error {
 	}
 	if err := l.validateContract(); err != nil {
 		return err
+	}
+	if contractRequired {
+		if err := l.requireContract(); err != nil {
+			return err
+		}
 	}
 	if l.Spill != nil {
 		if err := l.validateSpill(); err != nil {

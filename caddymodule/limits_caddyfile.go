@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -10,7 +9,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/servicegate/servicegate/contract"
-	"github.com/servicegate/servicegate/limits"
 )
 
 func init() {
@@ -49,6 +47,15 @@ func init() {
 // Every sub-directive is optional, and so is the block; a spill_* or
 // inline_* sub-directive turns on spill or inline.
 func (l *ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if err := parseDirective(d, l.subdirectives()); err != nil {
+		return err
+	}
+	return directiveErr(d, l.Validate())
+}
+
+// subdirectives is the table of service_limits' sub-directives, for its
+// directive and service_app's limits blocks.
+func (l *ServiceLimits) subdirectives() map[string]subdirective {
 	// Each spill_* and inline_* sub-directive turns on spill or inline.
 	spill := func(parse func(s *SpillOptions, d *caddyfile.Dispenser) error) func(*caddyfile.Dispenser) error {
 		return func(d *caddyfile.Dispenser) error {
@@ -66,7 +73,7 @@ func (l *ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return parse(l.Inline, d)
 		}
 	}
-	err := parseDirective(d, map[string]subdirective{
+	return map[string]subdirective{
 		"max_request_size":  once(sizeTo(&l.MaxRequestSize)),
 		"max_response_size": once(sizeTo(&l.MaxResponseSize)),
 		"timeout":           once(durationTo(&l.Timeout)),
@@ -104,20 +111,7 @@ func (l *ServiceLimits) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			in.AllowPrivate = true
 			return noArg(d)
 		})),
-	})
-	if err != nil {
-		return err
 	}
-	// Validate's checks, made here too so that the message names the file
-	// and line; spill_max_size against the default max_response_size too.
-	if l.Spill != nil && l.Spill.MaxSize != 0 && l.Spill.MaxSize < l.responseLimit() {
-		return directiveErr(d, fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)",
-			limits.LimitName(l.Spill.MaxSize), limits.LimitName(l.responseLimit())))
-	}
-	if err := l.Validate(); err != nil {
-		return directiveErr(d, err)
-	}
-	return nil
 }
 
 var _ caddyfile.Unmarshaler = (*ServiceLimits)(nil)

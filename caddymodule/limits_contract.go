@@ -31,6 +31,11 @@ func (l *ServiceLimits) validateContract() error {
 	default:
 		return fmt.Errorf("service_limits: mode must be %s or %s, got %q", contractEnforce, contractReport, l.Mode)
 	}
+	return nil
+}
+
+// requireContract refuses mode, spill and inline without a contract.
+func (l *ServiceLimits) requireContract() error {
 	if l.Mode != "" && l.Contract == "" {
 		return errors.New("service_limits: mode needs contract")
 	}

@@ -138,8 +138,8 @@ func (l *ServiceLimits) validateSpill() error {
 	if s.TTL < 0 || s.MaxSize < 0 {
 		return errors.New("service_limits: spill_ttl and spill_max_size must be positive")
 	}
-	if s.MaxSize != 0 && s.MaxSize < l.MaxResponseSize {
-		return fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)", limits.LimitName(s.MaxSize), limits.LimitName(l.MaxResponseSize))
+	if s.MaxSize != 0 && s.MaxSize < l.responseLimit() {
+		return fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)", limits.LimitName(s.MaxSize), limits.LimitName(l.responseLimit()))
 	}
 	return nil
 }

@@ -1,14 +1,13 @@
 package caddymodule
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -38,15 +37,8 @@ const (
 	oauthSweepEvery         = time.Hour
 	// oauthRefreshSlack is how much longer than a token request a refresh
 	// lock lives, and another instance's refresh is waited for.
-	oauthRefreshSlack        = 5 * time.Second
-	oauthLoginLifetimeSecond = int(oauth.DefaultLoginLifetime / time.Second)
+	oauthRefreshSlack = 5 * time.Second
 )
-
-// oauthSkew moves service_oauth's clock, for tests of expiry and refresh.
-var oauthSkew atomic.Int64
-
-// oauthNow is service_oauth's clock.
-func oauthNow() time.Time { return time.Now().Add(time.Duration(oauthSkew.Load())) }
 
 // ServiceOAuth runs the service's OAuth 2.0 authorization-code flow at the
 // gateway, for apps that do not run it themselves. A browser without a
@@ -182,106 +174,97 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	clientID := repl.ReplaceKnown(m.ClientID, "")
-	authURL := strings.TrimSuffix(repl.ReplaceKnown(m.AuthURL, ""), "/")
-	if clientID == "" {
+	client := &oauth.Client{
+		AuthURL:      strings.TrimSuffix(repl.ReplaceKnown(m.AuthURL, ""), "/"),
+		ClientID:     repl.ReplaceKnown(m.ClientID, ""),
+		ClientSecret: secret,
+		Scopes:       m.Scopes,
+	}
+	if client.ClientID == "" {
 		return errors.New("service_oauth: client_id is empty")
-	}
-	if m.RedirectURI == "" {
-		m.RedirectURI = oauthDefaultCallback
-	}
-	if m.LogoutPath == "" {
-		m.LogoutPath = oauthDefaultLogout
-	}
-	if m.LogoutRedirect == "" {
-		m.LogoutRedirect = "/"
-	}
-	if m.CookieName == "" {
-		m.CookieName = oauthDefaultCookie
-	}
-	if m.CookiePath == "" {
-		m.CookiePath = "/"
-	}
-	if m.SessionLifetime == 0 {
-		m.SessionLifetime = caddy.Duration(oauth.DefaultSessionLifetime)
-	}
-	if m.MaxSessions == 0 {
-		m.MaxSessions = oauthDefaultMaxSessions
 	}
 	app, err := servicegateApp(ctx)
 	if err != nil {
 		return fmt.Errorf("service_oauth: %w", err)
 	}
-	if m.SessionStore == "" {
-		m.SessionStore = oauthStoreMemory
-		if app != nil {
-			m.SessionStore = oauthStoreRedis
-		}
-	}
-	if m.UserHeader == "" {
-		m.UserHeader = oauthDefaultUserHeader
-	}
-	if m.OrganizationHeader == "" {
-		m.OrganizationHeader = oauthDefaultOrgHeader
-	}
-	if m.Timeout == 0 {
-		m.Timeout = caddy.Duration(oauthDefaultTimeout)
-	}
-	m.secure = m.CookieSecure == nil || *m.CookieSecure
+	m.fillDefaults(app != nil)
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	if strings.HasPrefix(m.RedirectURI, "/") {
-		m.callbackPath = m.RedirectURI
-	} else {
-		u, _ := url.Parse(m.RedirectURI) // checked by Validate
-		m.callbackPath, m.redirectURI = u.Path, m.RedirectURI
+	m.callbackPath, m.redirectURI, _ = oauth.ParseRedirectURI(m.RedirectURI) // checked by Validate
+	client.HTTP = &http.Client{Timeout: time.Duration(m.Timeout)}
+	m.manager = &oauth.Manager{
+		Client:          client,
+		RefreshWait:     time.Duration(m.Timeout) + oauthRefreshSlack,
+		SessionLifetime: time.Duration(m.SessionLifetime),
 	}
+	if err := m.openSessionStores(ctx, app); err != nil {
+		return err
+	}
+	return m.startFlow(ctx)
+}
 
-	var store, logins oauth.Store
-	var locker oauth.Locker
+// fillDefaults sets every setting left unset to its default; sessions go
+// to Redis by default when the servicegate app has a Redis server.
+// LogoutRedirect and CookiePath are left to oauth.NewHandler's defaults.
+func (m *ServiceOAuth) fillDefaults(redis bool) {
+	for _, field := range []struct {
+		value *string
+		def   string
+	}{
+		{&m.RedirectURI, oauthDefaultCallback},
+		{&m.LogoutPath, oauthDefaultLogout},
+		{&m.CookieName, oauthDefaultCookie},
+		{&m.SessionStore, map[bool]string{false: oauthStoreMemory, true: oauthStoreRedis}[redis]},
+		{&m.UserHeader, oauthDefaultUserHeader},
+		{&m.OrganizationHeader, oauthDefaultOrgHeader},
+	} {
+		*field.value = cmp.Or(*field.value, field.def)
+	}
+	m.SessionLifetime = cmp.Or(m.SessionLifetime, caddy.Duration(oauth.DefaultSessionLifetime))
+	m.MaxSessions = cmp.Or(m.MaxSessions, oauthDefaultMaxSessions)
+	m.Timeout = cmp.Or(m.Timeout, caddy.Duration(oauthDefaultTimeout))
+	m.secure = m.CookieSecure == nil || *m.CookieSecure
+}
+
+// openSessionStores gives the manager the stores of session_store: Redis,
+// Caddy's storage (swept until the config is unloaded), or memory kept
+// across config reloads.
+func (m *ServiceOAuth) openSessionStores(ctx caddy.Context, app *Servicegate) error {
 	switch m.SessionStore {
 	case oauthStoreRedis:
 		if app == nil {
 			return errors.New("service_oauth: session_store redis needs the servicegate global option with a redis server: { servicegate { redis redis://host:6379/0 } }")
 		}
-		sessions := app.Client().OAuthStore(cluster.OAuthSessions, oauthNow)
-		store, logins, locker = sessions, app.Client().OAuthStore(cluster.OAuthLogins, oauthNow), sessions
+		sessions := app.Client().OAuthStore(cluster.OAuthSessions, nil)
+		m.manager.Store, m.manager.Logins, m.manager.Locker = sessions, app.Client().OAuthStore(cluster.OAuthLogins, nil), sessions
 	case oauthStoreStorage:
 		// Logins go to the storage too, so that a login begun on one
 		// instance can finish on another.
-		store = oauth.NewStorageStore(ctx.Storage(), oauthStoragePrefix)
-		logins = oauth.NewStorageStore(ctx.Storage(), oauthLoginsPrefix)
+		m.manager.Store = oauth.NewStorageStore(ctx.Storage(), oauthStoragePrefix)
+		m.manager.Logins = oauth.NewStorageStore(ctx.Storage(), oauthLoginsPrefix)
 		go sweepOAuthStorage(ctx, ctx.Storage(), time.Duration(m.SessionLifetime), m.logger)
 	default:
-		sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", authURL, clientID, m.CookieName, m.MaxSessions))
+		c := m.manager.Client
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d", c.AuthURL, c.ClientID, m.CookieName, m.MaxSessions))
 		m.poolKey = hex.EncodeToString(sum[:])
 		pooled, _, err := oauthStores.LoadOrNew(m.poolKey, func() (caddy.Destructor, error) {
 			return pooledSessionStore{
-				sessions: oauth.NewMemoryStore(m.MaxSessions, oauthNow),
-				logins:   oauth.NewMemoryStore(m.MaxSessions, oauthNow),
+				sessions: oauth.NewMemoryStore(m.MaxSessions, nil),
+				logins:   oauth.NewMemoryStore(m.MaxSessions, nil),
 			}, nil
 		})
 		if err != nil {
 			return fmt.Errorf("service_oauth: %w", err)
 		}
-		store, logins = pooled.(pooledSessionStore).sessions, pooled.(pooledSessionStore).logins
+		m.manager.Store, m.manager.Logins = pooled.(pooledSessionStore).sessions, pooled.(pooledSessionStore).logins
 	}
-	m.manager = &oauth.Manager{
-		Client: &oauth.Client{
-			AuthURL:      authURL,
-			ClientID:     clientID,
-			ClientSecret: secret,
-			Scopes:       m.Scopes,
-			HTTP:         &http.Client{Timeout: time.Duration(m.Timeout)},
-		},
-		Store:           store,
-		Logins:          logins,
-		Locker:          locker,
-		RefreshWait:     time.Duration(m.Timeout) + oauthRefreshSlack,
-		Now:             oauthNow,
-		SessionLifetime: time.Duration(m.SessionLifetime),
-	}
+	return nil
+}
+
+// startFlow builds the sign-in flow over the manager, its refusals going
+// through Caddy's error handling and its events to the metrics and logs.
+func (m *ServiceOAuth) startFlow(ctx caddy.Context) error {
 	if m.origin == nil {
 		site := &siteOrigin{fix: "give redirect_uri as an absolute URL"}
 		if m.redirectURI == "" {
@@ -321,37 +304,43 @@ func headerOrNone(name string) string {
 	return name
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration: what the flow requires, then the
+// settings.
 func (m *ServiceOAuth) Validate() error {
 	switch {
 	case m.AuthURL == "":
 		return errors.New("service_oauth: auth_url is required")
 	case len(m.Scopes) == 0:
 		return errors.New("service_oauth: at least one scope is required")
-	case m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage && m.SessionStore != oauthStoreRedis:
+	}
+	return m.checkSettings()
+}
+
+// checkSettings checks the settings given, each unset one standing for
+// its default, and not that the required ones are given: service_app
+// supplies those of its sign_in block.
+func (m *ServiceOAuth) checkSettings() error {
+	logoutPath, cookieName := cmp.Or(m.LogoutPath, oauthDefaultLogout), cmp.Or(m.CookieName, oauthDefaultCookie)
+	switch {
+	case m.SessionStore != "" && m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage && m.SessionStore != oauthStoreRedis:
 		return fmt.Errorf("service_oauth: session_store must be memory, storage or redis, not %q", m.SessionStore)
 	case m.MaxSessions < 0:
 		return errors.New("service_oauth: max_sessions must be positive")
 	case m.SessionLifetime < 0 || m.Timeout < 0:
 		return errors.New("service_oauth: session_lifetime and timeout must be positive")
-	case !strings.HasPrefix(m.LogoutPath, "/"):
-		return fmt.Errorf("service_oauth: logout_path %q must be a path starting with /", m.LogoutPath)
-	case m.CookieName == "" || (&http.Cookie{Name: m.CookieName}).Valid() != nil:
-		return fmt.Errorf("service_oauth: cookie_name %q is not a valid cookie name", m.CookieName)
+	case !strings.HasPrefix(logoutPath, "/"):
+		return fmt.Errorf("service_oauth: logout_path %q must be a path starting with /", logoutPath)
+	case (&http.Cookie{Name: cookieName}).Valid() != nil:
+		return fmt.Errorf("service_oauth: cookie_name %q is not a valid cookie name", cookieName)
 	}
-	if err := (&http.Cookie{Name: m.CookieName, Path: m.CookiePath, Domain: m.CookieDomain}).Valid(); err != nil {
+	if err := (&http.Cookie{Name: cookieName, Path: m.CookiePath, Domain: m.CookieDomain}).Valid(); err != nil {
 		return fmt.Errorf("service_oauth: cookie_path %q or cookie_domain %q is not valid in a cookie: %v", m.CookiePath, m.CookieDomain, err)
 	}
-	if !strings.HasPrefix(m.RedirectURI, "/") {
-		u, err := url.Parse(m.RedirectURI)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
-			return fmt.Errorf("service_oauth: redirect_uri %q must be a path or an absolute http(s) URL", m.RedirectURI)
-		}
-		if !strings.HasPrefix(u.Path, "/") {
-			return fmt.Errorf("service_oauth: redirect_uri %q needs a path", m.RedirectURI)
-		}
+	redirectURI := cmp.Or(m.RedirectURI, oauthDefaultCallback)
+	if _, _, err := oauth.ParseRedirectURI(redirectURI); err != nil {
+		return fmt.Errorf("service_oauth: %w", err)
 	}
-	if m.RedirectURI == m.LogoutPath {
+	if redirectURI == logoutPath {
 		return errors.New("service_oauth: redirect_uri and logout_path must differ")
 	}
 	return nil

@@ -39,28 +39,31 @@ func init() {
 //		timeout <duration>
 //	}
 func (m *ServiceOAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	onOff := func(d *caddyfile.Dispenser) error {
-		v, err := oneArg(d)
-		if err != nil {
-			return err
-		}
-		if v != "on" && v != "off" {
-			return d.Errf("cookie_secure must be on or off, not %q", v)
-		}
-		secure := v == "on"
-		m.CookieSecure = &secure
-		return nil
+	if err := parseDirective(d, m.subdirectives()); err != nil {
+		return err
 	}
-	err := parseDirective(d, map[string]subdirective{
-		"client_id":           once(stringArg(&m.ClientID)),
-		"client_secret":       once(secretArg("service_oauth", &m.ClientSecret)),
-		"auth_url":            once(stringArg(&m.AuthURL)),
-		"scopes":              repeatable(appendArgs(&m.Scopes)),
-		"redirect_uri":        once(stringArg(&m.RedirectURI)),
-		"logout_path":         once(stringArg(&m.LogoutPath)),
+	if m.ClientID == "" || m.ClientSecret == "" || m.AuthURL == "" || len(m.Scopes) == 0 {
+		return directiveErr(d, errors.New("service_oauth needs client_id, client_secret, auth_url and scopes"))
+	}
+	return directiveErr(d, m.Validate())
+}
+
+// subdirectives is the table of service_oauth's sub-directives, for its
+// directive and service_app's sign_in block.
+func (m *ServiceOAuth) subdirectives() map[string]subdirective {
+	return map[string]subdirective{
+		"client_id":     once(stringArg(&m.ClientID)),
+		"client_secret": once(secretArg("service_oauth", &m.ClientSecret)),
+		"auth_url":      once(stringArg(&m.AuthURL)),
+		"scopes":        repeatable(appendArgs(&m.Scopes)),
+		"redirect_uri":  once(stringArg(&m.RedirectURI)),
+		"logout_path":   once(stringArg(&m.LogoutPath)),
+		"cookie_secure": once(func(d *caddyfile.Dispenser) error {
+			m.CookieSecure = new(bool)
+			return onOffTo(m.CookieSecure)(d)
+		}),
 		"logout_redirect":     once(stringArg(&m.LogoutRedirect)),
 		"cookie_name":         once(stringArg(&m.CookieName)),
-		"cookie_secure":       once(onOff),
 		"cookie_domain":       once(stringArg(&m.CookieDomain)),
 		"cookie_path":         once(stringArg(&m.CookiePath)),
 		"user_header":         once(stringArg(&m.UserHeader)),
@@ -71,37 +74,8 @@ func (m *ServiceOAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			return err
 		}),
-		"max_sessions": once(func(d *caddyfile.Dispenser) (err error) {
-			m.MaxSessions, err = intArg(d, 1)
-			return err
-		}),
+		"max_sessions":     once(intTo(&m.MaxSessions, 1)),
 		"session_lifetime": once(durationTo(&m.SessionLifetime)),
 		"timeout":          once(durationTo(&m.Timeout)),
-	})
-	if err != nil {
-		return err
 	}
-	if m.ClientID == "" || m.ClientSecret == "" || m.AuthURL == "" || len(m.Scopes) == 0 {
-		return directiveErr(d, errors.New("service_oauth needs client_id, client_secret, auth_url and scopes"))
-	}
-	// Validate runs on the configuration as Provision completes it; the
-	// same defaults here let it name the file and line of a mistake.
-	check := *m
-	for _, field := range []struct {
-		value *string
-		def   string
-	}{
-		{&check.RedirectURI, oauthDefaultCallback},
-		{&check.LogoutPath, oauthDefaultLogout},
-		{&check.CookieName, oauthDefaultCookie},
-		{&check.SessionStore, oauthStoreMemory},
-	} {
-		if *field.value == "" {
-			*field.value = field.def
-		}
-	}
-	if err := check.Validate(); err != nil {
-		return directiveErr(d, err)
-	}
-	return nil
 }

@@ -17,7 +17,9 @@ import (
 
 	"net/http/httptest"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/servicegate/servicegate/emulator"
@@ -41,8 +43,56 @@ type oauthRig struct {
 	refuseRefresh atomic.Bool  // answer refresh grants 400 invalid_grant
 	failTokens    atomic.Bool  // answer every token request 500
 	refreshDelay  atomic.Int64 // time.Duration before a refresh is answered
+	skew          atomic.Int64 // time.Duration the handlers' clock is ahead
+	clockSet      bool         // the running handlers read skew
 
 	client *http.Client
+}
+
+// moveClock sets the clock of the running service_oauth handlers d ahead
+// of the real one. The first call gives their managers a clock that reads
+// skew, before any request needs it moved.
+func (rig *oauthRig) moveClock(d time.Duration) {
+	rig.t.Helper()
+	rig.skew.Store(int64(d))
+	if rig.clockSet {
+		return
+	}
+	handlers := runningHandlers[*ServiceOAuth](rig.t)
+	if len(handlers) == 0 {
+		rig.t.Fatal("no service_oauth handler is running")
+	}
+	for _, m := range handlers {
+		m.manager.Now = func() time.Time { return time.Now().Add(time.Duration(rig.skew.Load())) }
+	}
+	rig.clockSet = true
+}
+
+// runningHandlers are the provisioned handlers of type T in the routes of
+// the running Caddy's HTTP servers, subroutes included.
+func runningHandlers[T caddyhttp.MiddlewareHandler](t *testing.T) []T {
+	t.Helper()
+	app, err := caddy.ActiveContext().App("http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []T
+	var walk func(caddyhttp.RouteList)
+	walk = func(routes caddyhttp.RouteList) {
+		for _, route := range routes {
+			for _, h := range route.Handlers {
+				if sub, ok := h.(*caddyhttp.Subroute); ok {
+					walk(sub.Routes)
+				} else if h, ok := h.(T); ok {
+					found = append(found, h)
+				}
+			}
+		}
+	}
+	for _, srv := range app.(*caddyhttp.App).Servers {
+		walk(srv.Routes)
+	}
+	return found
 }
 
 // appEcho is what the app behind the gateway saw.
@@ -104,7 +154,6 @@ func newOAuthRig(t *testing.T, redirectURIs ...string) *oauthRig {
 	}))
 	t.Cleanup(rig.app.Close)
 	rig.client = newOAuthClient(t)
-	t.Cleanup(func() { oauthSkew.Store(0) })
 	return rig
 }
 
@@ -494,12 +543,12 @@ func TestServiceOAuthRefreshE2E(t *testing.T) {
 	first := rig.through(rig.client, "/", false).Authorization
 
 	// 30 minutes on, the two-hour token is still good: no refresh.
-	oauthSkew.Store(int64(30 * time.Minute))
+	rig.moveClock(30 * time.Minute)
 	if got := rig.through(rig.client, "/", false).Authorization; got != first || rig.refreshes.Load() != 0 {
 		t.Fatalf("refreshed a token far from expiry (%d refreshes)", rig.refreshes.Load())
 	}
 	// Within a minute of its expiry, the token is refreshed first.
-	oauthSkew.Store(int64(2*time.Hour - 30*time.Second))
+	rig.moveClock(2*time.Hour - 30*time.Second)
 	second := rig.through(rig.client, "/", false).Authorization
 	if second == first || !strings.HasPrefix(second, "Bearer ey") || rig.refreshes.Load() != 1 {
 		t.Fatalf("after expiry: same token %v, %d refreshes", second == first, rig.refreshes.Load())
@@ -514,7 +563,7 @@ func TestServiceOAuthConcurrentRefreshE2E(t *testing.T) {
 	startCaddy(t, rig.site(""))
 	rig.login(rig.client, "/")
 	rig.refreshDelay.Store(int64(200 * time.Millisecond))
-	oauthSkew.Store(int64(3 * time.Hour))
+	rig.moveClock(3 * time.Hour)
 
 	const n = 20
 	tokens := make([]string, n)
@@ -558,7 +607,7 @@ func TestServiceOAuthRefusedRefreshE2E(t *testing.T) {
 	startCaddy(t, rig.site(""))
 	rig.login(rig.client, "/")
 	rig.refuseRefresh.Store(true)
-	oauthSkew.Store(int64(3 * time.Hour))
+	rig.moveClock(3 * time.Hour)
 
 	// A browser is sent to sign in again, and the cookie is dropped.
 	resp, body := rig.get(rig.client, e2eURL("/page"), true)
@@ -595,7 +644,7 @@ func TestServiceOAuthRefusedRefreshAPIE2E(t *testing.T) {
 	startCaddy(t, rig.site(""))
 	rig.login(rig.client, "/")
 	rig.refuseRefresh.Store(true)
-	oauthSkew.Store(int64(3 * time.Hour))
+	rig.moveClock(3 * time.Hour)
 	resp, body := rig.get(rig.client, e2eURL("/api"), false)
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Location") != "" {
 		t.Fatalf("API after a refused refresh: %d %s", resp.StatusCode, body)

@@ -42,7 +42,7 @@ func sweepStorageFolder(ctx context.Context, st certmagic.Storage, prefix string
 	if err != nil {
 		return 0
 	}
-	now, n := oauthNow(), 0
+	now, n := time.Now(), 0
 	for _, key := range keys {
 		info, err := st.Stat(ctx, key)
 		if err != nil || !info.IsTerminal || now.Sub(info.Modified) <= maxAge {

@@ -44,14 +44,11 @@ func parseServicegateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			app.RedisCluster, err = someArgs(d)
 			return err
 		}),
-		"password":   once(stringArg(&app.Password)),
-		"tls":        once(onOffTo(&app.TLS)),
-		"key_prefix": once(stringArg(&app.KeyPrefix)),
-		"timeout":    once(durationTo(&app.Timeout)),
-		"replicas": once(func(d *caddyfile.Dispenser) (err error) {
-			app.Replicas, err = intArg(d, 0)
-			return err
-		}),
+		"password":         once(stringArg(&app.Password)),
+		"tls":              once(onOffTo(&app.TLS)),
+		"key_prefix":       once(stringArg(&app.KeyPrefix)),
+		"timeout":          once(durationTo(&app.Timeout)),
+		"replicas":         once(intTo(&app.Replicas, 0)),
 		"replicas_timeout": once(durationTo(&app.ReplicasTimeout)),
 	})
 	if err != nil {

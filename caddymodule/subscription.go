@@ -260,6 +260,14 @@ func (h *ServiceSubscription) Validate() error {
 		return errors.New("service_subscription: app_identifier is required")
 	case h.BaseURL == "":
 		return errors.New("service_subscription: base_url is required")
+	}
+	return h.checkSettings()
+}
+
+// checkSettings checks the settings given, and not that the required ones
+// are: service_app supplies those of its subscription block.
+func (h *ServiceSubscription) checkSettings() error {
+	switch {
 	case h.NegativeTTL < 0, h.Timeout < 0, h.MaxAge < 0, h.StaleGrace < 0:
 		return errors.New("service_subscription: durations must not be negative")
 	case h.CacheSize < 0:

@@ -34,7 +34,16 @@ func init() {
 //		realm          <realm>                 # default service
 //	}
 func (h *ServiceSubscription) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	err := parseDirective(d, map[string]subdirective{
+	if err := parseDirective(d, h.subdirectives()); err != nil {
+		return err
+	}
+	return directiveErr(d, h.Validate())
+}
+
+// subdirectives is the table of service_subscription's sub-directives, for
+// its directive and service_app's subscription block.
+func (h *ServiceSubscription) subdirectives() map[string]subdirective {
+	return map[string]subdirective{
 		"app_identifier": once(stringArg(&h.AppIdentifier)),
 		"base_url": once(func(d *caddyfile.Dispenser) (err error) {
 			if h.BaseURL, err = oneArg(d); err != nil {
@@ -61,19 +70,9 @@ func (h *ServiceSubscription) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"negative_ttl": once(durationTo(&h.NegativeTTL)),
 		"timeout":      once(durationTo(&h.Timeout)),
 		"max_age":      once(durationTo(&h.MaxAge)),
-		"cache_size": once(func(d *caddyfile.Dispenser) (err error) {
-			h.CacheSize, err = intArg(d, 1)
-			return err
-		}),
-		"on_error": once(h.parseOnError),
-	})
-	if err != nil {
-		return err
+		"cache_size":   once(intTo(&h.CacheSize, 1)),
+		"on_error":     once(h.parseOnError),
 	}
-	if err := h.Validate(); err != nil {
-		return directiveErr(d, err)
-	}
-	return nil
 }
 
 // parseOnError reads "on_error deny|allow|stale <grace>".

@@ -193,6 +193,12 @@ func (m *ServiceWebhook) Validate() error {
 	if len(m.Secrets) == 0 && m.SecretsFile == "" && m.installations == nil {
 		return errors.New("service_webhook: needs at least one secret or a secrets_file")
 	}
+	return m.checkSettings()
+}
+
+// checkSettings checks the settings given, and not that a secret is:
+// service_app supplies its app secrets to its webhook blocks.
+func (m *ServiceWebhook) checkSettings() error {
 	if m.MaxSize < 0 {
 		return errors.New("service_webhook: max_size must be positive")
 	}

@@ -37,7 +37,16 @@ func init() {
 //		}
 //	}
 func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	err := parseDirective(d, map[string]subdirective{
+	if err := parseDirective(d, m.subdirectives()); err != nil {
+		return err
+	}
+	return directiveErr(d, m.Validate())
+}
+
+// subdirectives is the table of service_webhook's sub-directives, for its
+// directive and service_app's webhook blocks.
+func (m *ServiceWebhook) subdirectives() map[string]subdirective {
+	return map[string]subdirective{
 		"secret":       repeatable(secretArgs("service_webhook", &m.Secrets)),
 		"secrets_file": once(stringArg(&m.SecretsFile)),
 		"secrets_poll": once(durationTo(&m.SecretsPoll)),
@@ -49,14 +58,7 @@ func (m *ServiceWebhook) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			m.Queue, err = unmarshalWebhookQueue(d)
 			return err
 		}),
-	})
-	if err != nil {
-		return err
 	}
-	if err := m.Validate(); err != nil {
-		return directiveErr(d, err)
-	}
-	return nil
 }
 
 // unmarshalWebhookQueue parses service_webhook's queue block.
@@ -65,18 +67,12 @@ func unmarshalWebhookQueue(d *caddyfile.Dispenser) (*WebhookQueue, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	count := func(dst *int) func(d *caddyfile.Dispenser) error {
-		return func(d *caddyfile.Dispenser) (err error) {
-			*dst, err = intArg(d, 1)
-			return err
-		}
-	}
 	err := parseBlock(d, "service_webhook queue", map[string]subdirective{
 		"to":           once(stringArg(&q.To)),
 		"store":        once(stringArg(&q.Store)),
 		"dir":          once(stringArg(&q.Dir)),
-		"concurrency":  once(count(&q.Concurrency)),
-		"max_attempts": once(count(&q.MaxAttempts)),
+		"concurrency":  once(intTo(&q.Concurrency, 1)),
+		"max_attempts": once(intTo(&q.MaxAttempts, 1)),
 		"max_age":      once(durationTo(&q.MaxAge)),
 		"timeout":      once(durationTo(&q.Timeout)),
 		"dedup":        once(durationTo(&q.Dedup)),

@@ -27,6 +27,18 @@ const (
 // always in UTC.
 const ExpiresLayout = "2006-01-02 15:04:05"
 
+// ParseActiveUntil reads the end of an organization's active subscription
+// as a person writes it in a configuration: the service's own
+// "YYYY-MM-DD HH:MM:SS" (UTC), a bare date, or RFC 3339.
+func ParseActiveUntil(s string) (time.Time, error) {
+	for _, layout := range []string{ExpiresLayout, "2006-01-02", time.RFC3339} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("active_until %q is not a date like \"2030-01-01 00:00:00\"", s)
+}
+
 // Config describes the one app the emulator knows and the organizations
 // that may install it.
 type Config struct {

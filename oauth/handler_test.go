@@ -658,3 +658,19 @@ func TestHandlerRedirectURIFromOrigin(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }
+
+func TestParseRedirectURI(t *testing.T) {
+	for _, tt := range []struct{ uri, path, absolute, err string }{
+		{"/oauth/callback", "/oauth/callback", "", ""},
+		{"https://app.example/cb?x=1", "/cb", "https://app.example/cb?x=1", ""},
+		{"https://app.example", "", "", "needs a path"},
+		{"cb", "", "", "must be a path or an absolute"},
+		{"ftp://app.example/cb", "", "", "must be a path or an absolute"},
+		{"https://app.example/cb#x", "", "", "must be a path or an absolute"},
+	} {
+		path, absolute, err := ParseRedirectURI(tt.uri)
+		if path != tt.path || absolute != tt.absolute || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%q: %q, %q, %v", tt.uri, path, absolute, err)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package caddymodule
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestServiceAppSubdirectivesShareTheTable: service_app's own
+// sub-directives are read with the table every directive uses, so a
+// repeat is refused in the same words as anywhere else, at its line.
+func TestServiceAppSubdirectivesShareTheTable(t *testing.T) {
+	desc := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(desc, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ lines, want string }{
+		{"client_id c\n\t\tclient_id d", "service_app: client_id given more than once, at Caddyfile:5"},
+		{"base_url", "wrong argument count or unexpected line ending after 'base_url', at Caddyfile:4"},
+		{"public", "wrong argument count or unexpected line ending after 'public', at Caddyfile:4"},
+		{"app_secret a\n\t\tapp_secret b\n\t\tcolour blue", `unrecognized service_app option "colour", at Caddyfile:6`},
+	} {
+		_, err := adaptCaddyfile(t, fmt.Sprintf(":8080 {\n\tservice_app {\n\t\tdescriptor %s\n\t\t%s\n\t}\n}\n", desc, tt.lines))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v\nwant %s", tt.lines, err, tt.want)
+		}
+	}
+}
+
+// TestServiceAppNestedBlocksCheckTheirSettings: a nested block's own
+// settings are checked as in the handler's directive and refused at the
+// block's line, while what service_app supplies (secrets, the service's
+// address, the contract) is not asked of the block.
+func TestServiceAppNestedBlocksCheckTheirSettings(t *testing.T) {
+	desc := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(desc, []byte(appDescriptor), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head := ":8080 {\n\tservice_app {\n\t\tdescriptor " + desc + "\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t\tservice http://127.0.0.1:1\n"
+	for _, tt := range []struct{ block, want string }{
+		{"sign_in {\n\t\t\tlogout_path out\n\t\t}", "logout_path \"out\" must be a path starting with /"},
+		{"sign_in {\n\t\t\tredirect_uri /oauth/logout\n\t\t}", "redirect_uri and logout_path must differ"},
+		{"webhook {\n\t\t\tmodule_key \"\"\n\t\t}", "a module key is empty"},
+		{"auth {\n\t\t\ths256_secret a\n\t\t\tjwks_url https://x.example/jwks\n\t\t}", "exactly one of hs256_secret, public_key and jwks_url"},
+		{"limits kv-format {\n\t\t\tmax_response_size 2MiB\n\t\t\tspill_max_size 1MiB\n\t\t}", "spill_max_size (1 MB) is below max_response_size (2 MB)"},
+		{"limits {\n\t\t\tspill_max_size 1MiB\n\t\t}", "spill_max_size (1 MB) is below max_response_size (5 MB)"},
+		{"limits {\n\t\t\tinline\n\t\t}", "inline needs inline_hosts"},
+	} {
+		_, err := adaptCaddyfile(t, head+"\t\t"+tt.block+"\n\t}\n}\n")
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "Caddyfile:8") {
+			t.Errorf("%q: %v\nwant %q at Caddyfile:8", tt.block, err, tt.want)
+		}
+	}
+	for _, block := range []string{
+		"sign_in {\n\t\t\tcookie_secure off\n\t\t}",
+		"subscription {\n\t\t\ton_error allow\n\t\t}",
+		"auth {\n\t\t\tleeway 5s\n\t\t}",
+		"webhook {\n\t\t\tmax_size 1MiB\n\t\t}",
+		"limits {\n\t\t\tmode report\n\t\t\tspill\n\t\t}",
+	} {
+		if _, err := adaptCaddyfile(t, head+"\t\t"+block+"\n\t}\n}\n"); err != nil {
+			t.Errorf("%q: %v", block, err)
+		}
+	}
+}
+
+// TestValidateTakesUnsetSettingsAsDefaults: Validate judges a setting
+// left unset as its default, before Provision has filled it in as after,
+// so the Caddyfile parser needs no completed copy to check.
+func TestValidateTakesUnsetSettingsAsDefaults(t *testing.T) {
+	if err := (&ServiceOAuth{AuthURL: "https://a.example", Scopes: []string{"project"}}).Validate(); err != nil {
+		t.Errorf("service_oauth with defaults: %v", err)
+	}
+	if err := (&ServiceOAuth{AuthURL: "https://a.example", Scopes: []string{"project"}, LogoutPath: oauthDefaultCallback}).Validate(); err == nil {
+		t.Error("service_oauth: a logout_path that is the default redirect_uri passed")
+	}
+	l := &ServiceLimits{Contract: "custom-file-format", Spill: &SpillOptions{MaxSize: 1 << 20}}
+	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "below max_response_size (5 MB)") {
+		t.Errorf("service_limits: spill_max_size under the default max_response_size: %v", err)
+	}
+}
