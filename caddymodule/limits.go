@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -320,47 +319,29 @@ func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 }
 
 // readRequest reads the request body up to the limit, with the read
-// deadline of the connection at the timeout so that a client sending
-// slowly cannot hold the handler past it. It returns nil for a request
-// without a body. Memory grows with the bytes received: a declared length
-// sizes nothing before its bytes arrive.
+// deadline of the connection at the timeout. It returns nil for a request
+// without a body.
 func (l *ServiceLimits) readRequest(w http.ResponseWriter, r *http.Request, ctx context.Context) (*limits.Body, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil
 	}
-	rc := http.NewResponseController(w)
 	deadline, _ := ctx.Deadline()
-	deadlineSet := rc.SetReadDeadline(deadline) == nil
-	body, err := limits.ReadAll(r.Body, r.ContentLength, l.MaxRequestSize)
-	if err != nil {
-		// The deadline stays: after a refusal, net/http reads on through
-		// what is left of the body (up to 256 KB) before answering, and
-		// the deadline keeps a client that stalls from holding it.
-		return nil, err
-	}
-	if deadlineSet {
-		// The body is in: the connection stays open for the answer and,
-		// between requests, for keep-alive.
-		rc.SetReadDeadline(time.Time{}) //nolint:errcheck // set above on the same connection
-	}
-	return body, nil
+	return limits.ReadRequest(w, r, l.MaxRequestSize, deadline, nil)
 }
 
 // refuseRequest answers a request whose body could not be read whole.
 func (l *ServiceLimits) refuseRequest(w http.ResponseWriter, r *http.Request, err error) error {
-	var maxErr *http.MaxBytesError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, limits.ErrTooLarge) || errors.As(err, &maxErr):
+	switch limits.FailureOf(r, err) {
+	case limits.BodyTooLarge:
 		l.counts.inc(outcomeRequestTooLarge)
 		return refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The file is too large for this app: the request is larger than %s, the most the app accepts. Try a smaller file, or split it into several files.",
 			limits.LimitName(l.MaxRequestSize)))
-	case errors.As(err, &netErr) && netErr.Timeout():
+	case limits.BodyTooSlow:
 		l.counts.inc(outcomeRequestTimeout)
 		return refuse(w, r, http.StatusRequestTimeout, fmt.Sprintf(
 			"The file did not arrive within %s. Try again.", limits.DurationName(time.Duration(l.Timeout))))
-	case r.Context().Err() != nil:
+	case limits.BodyAbandoned:
 		l.counts.inc(outcomeClientGone)
 		return caddyhttp.Error(499, r.Context().Err())
 	default:
