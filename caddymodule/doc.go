@@ -1,7 +1,7 @@
 // Package caddymodule is the Caddy glue of servicegate: the module types,
 // their provisioning, their Caddyfile directives, admin API and metrics, and
 // the CLI commands. The work itself is done by Caddy-free packages (token,
-// signature, webhook, subscription, limits, contract, oauth, descriptor,
+// signature, webhook, subscription, limits, contract, modulecall, oauth, descriptor,
 // urlpath, installations, queue, cluster, health, spans, version, emulator,
 // jsonscan, respond, safehttp: see the module root's package doc).
 //

@@ -3,14 +3,9 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 
-	"go.uber.org/zap"
-
 	"github.com/servicegate/servicegate/contract"
-	"github.com/servicegate/servicegate/limits"
 )
 
 // The modes of the contract check.
@@ -41,55 +36,6 @@ func (l *ServiceLimits) validateContract() error {
 		return errors.New("service_limits: inline needs contract, which tells what a job carries")
 	}
 	return nil
-}
-
-// parseJob reads the job the service sent. A malformed job is answered
-// with 400 and never reaches the app (done is true, err is refuse's); in
-// mode report it is logged and goes on unchecked (job is nil).
-func (l *ServiceLimits) parseJob(w http.ResponseWriter, r *http.Request, body *limits.Body) (job *contract.Job, done bool, err error) {
-	var raw []byte
-	if body != nil {
-		raw = body.Bytes()
-	}
-	job, err = contract.ParseJobBytes(l.Contract, raw)
-	if err == nil {
-		return job, false, nil
-	}
-	// The message names fields only; what it quotes of the job is left
-	// out of the log.
-	l.logger.Warn("module job breaks the contract", zap.String("path", r.URL.Path), zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.String("error", redactQuoted(err.Error())))
-	if l.mode() == contractReport {
-		return nil, false, nil
-	}
-	l.counts.inc(outcomeBadJob)
-	return nil, true, refuse(w, r, http.StatusBadRequest, err.Error())
-}
-
-// checkAnswer checks the app's answer to job, logs a breach for the app's
-// developer, and returns the message that replaces the answer, "" when the
-// answer goes on (it keeps the contract, or the mode is report).
-func (l *ServiceLimits) checkAnswer(r *http.Request, job *contract.Job, answer io.Reader) (contract.Answer, string) {
-	ans, err := job.CheckAnswer(answer)
-	if err == nil {
-		return ans, ""
-	}
-	var b *contract.Breach
-	if !errors.As(err, &b) {
-		b = &contract.Breach{Job: job.Type, Rule: "it could not be read"}
-	}
-	// No body reaches a log: the string is named by its position, never
-	// by its identifier, and what the rule quotes from the answer (a
-	// language, a plural form) is left out.
-	l.logger.Warn("app answer breaks the module contract",
-		zap.String("path", r.URL.Path),
-		zap.String("job_type", job.Type),
-		zap.Int("string", b.Index),
-		zap.String("rule", redactQuoted(b.Rule)),
-		zap.String("mode", l.mode()))
-	if l.mode() == contractReport {
-		return ans, ""
-	}
-	return ans, b.Error()
 }
 
 // redactQuoted replaces each quoted string in s (as %q writes them) with
