@@ -192,7 +192,7 @@ func (l *ServiceLimits) report(r *http.Request, ev modulecall.Event, d modulecal
 	case modulecall.JobBreach:
 		// The message names fields only; what it quotes of the job is
 		// left out of the log.
-		l.logger.Warn("module job breaks the contract", path, zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.String("error", redactQuoted(d.Err.Error())))
+		l.logger.Warn("module job breaks the contract", path, zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.String("error", contract.RedactQuoted(d.Err.Error())))
 	case modulecall.AnswerBreach:
 		// No body reaches a log: the string is named by its position,
 		// never by its identifier, and what the rule quotes from the
@@ -200,7 +200,7 @@ func (l *ServiceLimits) report(r *http.Request, ev modulecall.Event, d modulecal
 		var b *contract.Breach
 		if errors.As(d.Err, &b) {
 			l.logger.Warn("app answer breaks the module contract", path, zap.String("job_type", b.Job),
-				zap.Int("string", b.Index), zap.String("rule", redactQuoted(b.Rule)), zap.String("mode", l.mode()))
+				zap.Int("string", b.Index), zap.String("rule", contract.RedactQuoted(b.Rule)), zap.String("mode", l.mode()))
 		}
 	}
 }

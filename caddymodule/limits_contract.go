@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/servicegate/servicegate/contract"
 )
@@ -38,33 +37,7 @@ func (l *ServiceLimits) validateContract() error {
 	return nil
 }
 
-// redactQuoted replaces each quoted string in s (as %q writes them) with
-// "…".
-func redactQuoted(s string) string {
-	if !strings.Contains(s, `"`) {
-		return s
-	}
-	var b strings.Builder
-	quoted := false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case quoted && c == '\\':
-			i++ // an escaped character, perhaps a quote
-		case c == '"':
-			if quoted {
-				b.WriteString(`"…"`)
-			}
-			quoted = !quoted
-		case !quoted:
-			b.WriteByte(c)
-		}
-	}
-	if quoted {
-		b.WriteString(`"…`) // an open quote runs to the end
-	}
-	return b.String()
-}
-
+// mode is the mode of the contract check, enforce unless set.
 func (l *ServiceLimits) mode() string {
 	if l.Mode == "" {
 		return contractEnforce

@@ -41,14 +41,10 @@ func (l *ServiceLimits) provisionInline() *contract.Inliner {
 	if o.Timeout == 0 {
 		o.Timeout = caddy.Duration(defaultInlineTimeout)
 	}
-	return &contract.Inliner{
-		Client: safehttp.New(safehttp.Options{
-			Hosts:        o.Hosts,
-			MaxSize:      o.MaxSize,
-			Timeout:      time.Duration(o.Timeout),
-			AllowPrivate: o.AllowPrivate,
-		}),
-		MaxSize: o.MaxSize,
-		Timeout: time.Duration(o.Timeout),
-	}
+	return contract.NewInliner(safehttp.Options{
+		Hosts:        o.Hosts,
+		MaxSize:      o.MaxSize,
+		Timeout:      time.Duration(o.Timeout),
+		AllowPrivate: o.AllowPrivate,
+	})
 }
