@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,6 +79,10 @@ type ServiceLimits struct {
 	logger  *zap.Logger
 	counts  *limitsCounters
 	handler *modulecall.Handler
+	// stopSweeping ends the sweeping of expired payloads on disk, and
+	// sweeping is closed once it has ended.
+	stopSweeping context.CancelFunc
+	sweeping     chan struct{}
 	// origin is the base of spill links when spill_base_url is unset:
 	// service_app sets it to its own, else it is the site's.
 	origin func(*http.Request) (string, error)
@@ -156,6 +161,15 @@ func (l *ServiceLimits) Validate() error {
 	return nil
 }
 
+// Cleanup stops sweeping expired payloads.
+func (l *ServiceLimits) Cleanup() error {
+	if l.stopSweeping != nil {
+		l.stopSweeping()
+		<-l.sweeping
+	}
+	return nil
+}
+
 // ServeHTTP hands the request to the module call pipeline, which serves
 // the spill path and holds every other exchange to its limits.
 func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
@@ -208,5 +222,6 @@ func (l *ServiceLimits) report(r *http.Request, ev modulecall.Event, d modulecal
 var (
 	_ caddy.Provisioner           = (*ServiceLimits)(nil)
 	_ caddy.Validator             = (*ServiceLimits)(nil)
+	_ caddy.CleanerUpper          = (*ServiceLimits)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ServiceLimits)(nil)
 )

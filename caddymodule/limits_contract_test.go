@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -125,5 +127,34 @@ func TestContractBreachLogHoldsNoBodyText(t *testing.T) {
 				t.Errorf("the log holds %q from the answer: %s", secret, line.String())
 			}
 		}
+	}
+}
+
+// TestSpillSweeperStopsAtCleanup: the sweeping of expired payloads on disk
+// ends with Cleanup, as the config that started it is unloaded, even when
+// Cleanup is called before the config's context ends (service_app cleans
+// its handlers up itself).
+func TestSpillSweeperStopsAtCleanup(t *testing.T) {
+	sweepers := func() int {
+		buf := make([]byte, 1<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "modulecall.SweepExpired(")
+	}
+	before := sweepers()
+	l := newTestLimits(t, &ServiceLimits{
+		Contract: "custom-file-format",
+		Spill:    &SpillOptions{Dir: t.TempDir(), BaseURL: "https://app.example"},
+	})
+	if n := sweepers(); n != before+1 {
+		t.Fatalf("%d sweepers running once provisioned, want %d", n, before+1)
+	}
+	c, ok := any(l).(caddy.CleanerUpper)
+	if !ok {
+		t.Fatal("service_limits has no Cleanup")
+	}
+	if err := c.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if n := sweepers(); n != before {
+		t.Errorf("%d sweepers running after Cleanup, want %d", n, before)
 	}
 }

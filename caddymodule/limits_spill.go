@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -73,8 +74,8 @@ var processSpillKey = sync.OnceValue(func() []byte {
 
 // provisionSpill fills in the spill defaults and opens the store: in Redis
 // when the servicegate app is configured, so that every instance serves the
-// links of the others; else on disk, sweeping expired payloads until the
-// config is unloaded.
+// links of the others; else on disk, sweeping expired payloads until
+// Cleanup.
 func (l *ServiceLimits) provisionSpill(ctx caddy.Context) (*modulecall.Spill, error) {
 	s := l.Spill
 	if s.Path == "" {
@@ -124,9 +125,14 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) (*modulecall.Spill, er
 	}
 	store := &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
 	spill.Store = store
-	go modulecall.SweepExpired(store, ctx.Done(), func(n int) {
-		l.logger.Debug("expired payloads removed", zap.Int("count", n))
-	})
+	sweepCtx, stop := context.WithCancel(ctx)
+	l.stopSweeping, l.sweeping = stop, make(chan struct{})
+	go func() {
+		defer close(l.sweeping)
+		modulecall.SweepExpired(store, sweepCtx.Done(), func(n int) {
+			l.logger.Debug("expired payloads removed", zap.Int("count", n))
+		})
+	}()
 	return spill, nil
 }
 
