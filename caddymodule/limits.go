@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,16 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/servicegate/servicegate/contract"
 	"github.com/servicegate/servicegate/modulecall"
-)
-
-// The limits of the service's module calls (custom file format, file
-// pre-export): 5 MB each way, read as 5 MiB, and 2 minutes for the answer.
-const (
-	defaultMaxRequestSize  = 5 << 20
-	defaultMaxResponseSize = 5 << 20
-	defaultLimitsTimeout   = 2 * time.Minute
 )
 
 // ServiceLimits holds the module endpoints of an app (custom file format:
@@ -79,10 +71,6 @@ type ServiceLimits struct {
 	logger  *zap.Logger
 	counts  *limitsCounters
 	handler *modulecall.Handler
-	// stopSweeping ends the sweeping of expired payloads on disk, and
-	// sweeping is closed once it has ended.
-	stopSweeping context.CancelFunc
-	sweeping     chan struct{}
 	// origin is the base of spill links when spill_base_url is unset:
 	// service_app sets it to its own, else it is the site's.
 	origin func(*http.Request) (string, error)
@@ -99,28 +87,23 @@ func (ServiceLimits) CaddyModule() caddy.ModuleInfo {
 // Provision fills in the defaults and registers the metrics.
 func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 	l.logger = ctx.Logger()
-	if l.MaxRequestSize == 0 {
-		l.MaxRequestSize = defaultMaxRequestSize
-	}
-	if l.MaxResponseSize == 0 {
-		l.MaxResponseSize = defaultMaxResponseSize
-	}
-	if l.Timeout == 0 {
-		l.Timeout = caddy.Duration(defaultLimitsTimeout)
-	}
+	l.MaxRequestSize = cmp.Or(l.MaxRequestSize, modulecall.DefaultMaxSize)
+	l.MaxResponseSize = cmp.Or(l.MaxResponseSize, modulecall.DefaultMaxSize)
+	l.Timeout = cmp.Or(l.Timeout, caddy.Duration(modulecall.DefaultTimeout))
 	l.counts = registerLimitsMetrics(ctx.GetMetricsRegistry())
 	cfg := modulecall.HandlerConfig{
 		MaxRequestSize:  l.MaxRequestSize,
 		MaxResponseSize: l.MaxResponseSize,
 		Timeout:         time.Duration(l.Timeout),
 		Contract:        l.Contract,
-		ReportOnly:      l.mode() == contractReport,
+		Mode:            l.Mode,
 		Refuse:          refuse,
 		Fail:            func(status int, err error) error { return caddyhttp.Error(status, err) },
-		Report:          l.report,
+		Report:          l.counts.inc,
+		Logger:          l.logger,
 	}
+	var err error
 	if l.Spill != nil {
-		var err error
 		if cfg.Spill, err = l.provisionSpill(ctx); err != nil {
 			return err
 		}
@@ -128,11 +111,12 @@ func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 	if l.Inline != nil {
 		cfg.Inliner = l.provisionInline()
 	}
-	var err error
-	l.handler, err = modulecall.NewHandler(cfg)
-	if err != nil {
+	if l.handler, err = modulecall.NewHandler(cfg); err != nil {
 		return fmt.Errorf("service_limits: %w", err)
 	}
+	// The sweeping of expired payloads ends at Cleanup, or with the
+	// config's context should no Cleanup come.
+	context.AfterFunc(ctx, func() { _ = l.handler.Close() })
 	return nil
 }
 
@@ -163,9 +147,8 @@ func (l *ServiceLimits) Validate() error {
 
 // Cleanup stops sweeping expired payloads.
 func (l *ServiceLimits) Cleanup() error {
-	if l.stopSweeping != nil {
-		l.stopSweeping()
-		<-l.sweeping
+	if l.handler != nil {
+		return l.handler.Close()
 	}
 	return nil
 }
@@ -174,49 +157,6 @@ func (l *ServiceLimits) Cleanup() error {
 // the spill path and holds every other exchange to its limits.
 func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	return l.handler.Serve(w, r, next)
-}
-
-// report counts the outcome of a request and logs what went wrong with it;
-// a logged body is never more than positions, rules and sizes.
-func (l *ServiceLimits) report(r *http.Request, ev modulecall.Event, d modulecall.Detail) {
-	l.counts.inc(ev)
-	path := zap.String("path", r.URL.Path)
-	switch ev {
-	case modulecall.InlineFailed:
-		var ie *contract.InlineError
-		if errors.As(d.Err, &ie) {
-			l.logger.Info("job payload not inlined", path, zap.Int("status", ie.Status))
-		}
-	case modulecall.Timeout:
-		l.logger.Info("app did not answer in time", path, zap.Duration("timeout", time.Duration(l.Timeout)))
-	case modulecall.ResponseTooLarge:
-		if d.Err != nil {
-			l.logger.Info("app answer over the size limit could not be handed over by URL", path, zap.Int64("size", d.Size), zap.Error(d.Err))
-		} else {
-			l.logger.Info("app answer over the size limit", path, zap.Int64("max_response_size", d.Limit), zap.Int64("declared_size", d.Size))
-		}
-	case modulecall.ResponseIncomplete:
-		l.logger.Info("app answer cut off", path)
-	case modulecall.Failed:
-		if d.Err != nil {
-			l.logger.Error("app answer lost", path, zap.Error(d.Err))
-		}
-	case modulecall.Spilled:
-		l.logger.Debug("app answer handed over by URL", path, zap.Int64("size", d.Size), zap.Int("payloads", d.Payloads))
-	case modulecall.JobBreach:
-		// The message names fields only; what it quotes of the job is
-		// left out of the log.
-		l.logger.Warn("module job breaks the contract", path, zap.String("contract", l.Contract), zap.String("mode", l.mode()), zap.String("error", contract.RedactQuoted(d.Err.Error())))
-	case modulecall.AnswerBreach:
-		// No body reaches a log: the string is named by its position,
-		// never by its identifier, and what the rule quotes from the
-		// answer (a language, a plural form) is left out.
-		var b *contract.Breach
-		if errors.As(d.Err, &b) {
-			l.logger.Warn("app answer breaks the module contract", path, zap.String("job_type", b.Job),
-				zap.Int("string", b.Index), zap.String("rule", contract.RedactQuoted(b.Rule)), zap.String("mode", l.mode()))
-		}
-	}
 }
 
 var (

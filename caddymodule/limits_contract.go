@@ -5,12 +5,7 @@ import (
 	"fmt"
 
 	"github.com/servicegate/servicegate/contract"
-)
-
-// The modes of the contract check.
-const (
-	contractEnforce = "enforce" // a breach replaces the answer with a JSON error
-	contractReport  = "report"  // a breach is logged, the answer passes
+	"github.com/servicegate/servicegate/modulecall"
 )
 
 // validateContract checks the contract options of l.
@@ -21,9 +16,9 @@ func (l *ServiceLimits) validateContract() error {
 		return fmt.Errorf("service_limits: contract must be %s or %s, got %q", contract.CustomFileFormat, contract.FilePreExport, l.Contract)
 	}
 	switch l.Mode {
-	case "", contractEnforce, contractReport:
+	case "", modulecall.ModeEnforce, modulecall.ModeReport:
 	default:
-		return fmt.Errorf("service_limits: mode must be %s or %s, got %q", contractEnforce, contractReport, l.Mode)
+		return fmt.Errorf("service_limits: mode must be %s or %s, got %q", modulecall.ModeEnforce, modulecall.ModeReport, l.Mode)
 	}
 	if l.Mode != "" && l.Contract == "" {
 		return errors.New("service_limits: mode needs contract")
@@ -35,12 +30,4 @@ func (l *ServiceLimits) validateContract() error {
 		return errors.New("service_limits: inline needs contract, which tells what a job carries")
 	}
 	return nil
-}
-
-// mode is the mode of the contract check, enforce unless set.
-func (l *ServiceLimits) mode() string {
-	if l.Mode == "" {
-		return contractEnforce
-	}
-	return l.Mode
 }

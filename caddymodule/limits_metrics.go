@@ -8,10 +8,10 @@ import (
 
 // limitsOutcomeNames are the outcome labels of
 // servicegate_limits_requests_total, one per outcome of a module call
-// (see modulecall.Event); each request counts one.
+// (modulecall.Outcome); each request counts one.
 var limitsOutcomeNames = func() (names [modulecall.NumOutcomes]string) {
 	for o := range names {
-		names[o] = modulecall.Event(o).String()
+		names[o] = modulecall.Outcome(o).String()
 	}
 	return names
 }()
@@ -26,11 +26,10 @@ var limitsRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"outcome"})
 
 // limitsCounters holds the counter of each outcome of service_limits; a
-// nil *limitsCounters (an unprovisioned handler) counts nothing, nor do
-// the events that are not outcomes.
-type limitsCounters = outcomeCounters[modulecall.Event]
+// nil *limitsCounters (an unprovisioned handler) counts nothing.
+type limitsCounters = outcomeCounters[modulecall.Outcome]
 
 func registerLimitsMetrics(reg prometheus.Registerer) *limitsCounters {
-	c := newOutcomeCounters[modulecall.Event](reg, limitsRequests, limitsOutcomeNames[:])
+	c := newOutcomeCounters[modulecall.Outcome](reg, limitsRequests, limitsOutcomeNames[:])
 	return &c
 }

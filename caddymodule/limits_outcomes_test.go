@@ -26,7 +26,7 @@ func TestLimitsOutcomes(t *testing.T) {
 		wantStatus  int    // status written to the client, 0 for none
 		wantErr     int    // status of the returned caddyhttp.HandlerError, 0 for none
 		wantInMsg   string // part of the JSON message
-		wantOutcome modulecall.Event
+		wantOutcome modulecall.Outcome
 	}{
 		{
 			name: "slow app",

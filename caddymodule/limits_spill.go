@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/contract"
 	"github.com/servicegate/servicegate/limits"
@@ -74,8 +72,8 @@ var processSpillKey = sync.OnceValue(func() []byte {
 
 // provisionSpill fills in the spill defaults and opens the store: in Redis
 // when the servicegate app is configured, so that every instance serves the
-// links of the others; else on disk, sweeping expired payloads until
-// Cleanup.
+// links of the others; else on disk, where the handler sweeps expired
+// payloads until Cleanup.
 func (l *ServiceLimits) provisionSpill(ctx caddy.Context) (*modulecall.Spill, error) {
 	s := l.Spill
 	if s.Path == "" {
@@ -115,25 +113,11 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) (*modulecall.Spill, er
 		site.warnHostless(ctx, l.logger, "handing an answer over max_response_size over by link")
 		l.origin = func(r *http.Request) (string, error) { return site.of(r, l) }
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil { // answers are read to it either way
-		return nil, fmt.Errorf("service_limits: spill dir: %w", err)
-	}
-	spill := &modulecall.Spill{Path: s.Path, BaseURL: s.BaseURL, Origin: l.origin, Dir: s.Dir, MaxSize: s.MaxSize}
+	var store contract.Payloads = &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
 	if app != nil {
-		spill.Store = app.Client().Spill(contract.Links{Key: key, TTL: time.Duration(s.TTL)})
-		return spill, nil
+		store = app.Client().Spill(contract.Links{Key: key, TTL: time.Duration(s.TTL)})
 	}
-	store := &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
-	spill.Store = store
-	sweepCtx, stop := context.WithCancel(ctx)
-	l.stopSweeping, l.sweeping = stop, make(chan struct{})
-	go func() {
-		defer close(l.sweeping)
-		modulecall.SweepExpired(store, sweepCtx.Done(), func(n int) {
-			l.logger.Debug("expired payloads removed", zap.Int("count", n))
-		})
-	}()
-	return spill, nil
+	return &modulecall.Spill{Path: s.Path, BaseURL: s.BaseURL, Origin: l.origin, Dir: s.Dir, MaxSize: s.MaxSize, Store: store}, nil
 }
 
 // validateSpill checks the spill options after provisioning.

@@ -49,7 +49,7 @@ func errorMessage(t testing.TB, body []byte) string {
 }
 
 // countOf reads the service_limits counter of outcome.
-func countOf(outcome modulecall.Event) float64 {
+func countOf(outcome modulecall.Outcome) float64 {
 	var m dto.Metric
 	if err := limitsRequests.WithLabelValues(limitsOutcomeNames[outcome]).Write(&m); err != nil {
 		panic(err)

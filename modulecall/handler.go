@@ -11,37 +11,53 @@ package modulecall
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/contract"
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/respond"
 )
 
-// Event is what a Handler tells HandlerConfig.Report about a request. The
-// events before NumOutcomes are outcomes: each request ends with exactly
-// one. The others are findings on the way, told before the outcome.
-type Event int
+// The limits the service sets on module calls: 5 MB each way, read as
+// 5 MiB (the service's own app SDK keeps its answers under 4.9 MiB for
+// it), and 2 minutes for the answer.
+const (
+	DefaultMaxSize = 5 << 20
+	DefaultTimeout = 2 * time.Minute
+)
 
-// The events of a Handler.
+// The modes of the contract check.
+const (
+	ModeEnforce = "enforce" // a breach replaces the answer with a JSON error
+	ModeReport  = "report"  // a breach is logged, the answer passes
+)
+
+// Outcome is what became of one request through a Handler, told to
+// HandlerConfig.Report: each request has exactly one.
+type Outcome int
+
+// The outcomes of a request.
 const (
 	// OK: the app's answer was sent.
-	OK Event = iota
+	OK Outcome = iota
 	// RequestTooLarge: the request was over MaxRequestSize (413).
 	RequestTooLarge
 	// RequestTimeout: the request body did not arrive in time (408).
 	RequestTimeout
-	// ResponseTooLarge: the answer was over its limit (502); with
-	// Detail.Err, an answer over MaxResponseSize could not be handed over
-	// by URL.
+	// ResponseTooLarge: the answer was over its limit, or over
+	// MaxResponseSize and could not be handed over by URL (502).
 	ResponseTooLarge
 	// ResponseIncomplete: the app's answer was cut off (502).
 	ResponseIncomplete
@@ -51,8 +67,7 @@ const (
 	ContractViolation
 	// BadJob: the job broke the module contract (400).
 	BadJob
-	// InlineFailed: a payload the job sent by URL could not be fetched;
-	// Detail.Err is its *contract.InlineError.
+	// InlineFailed: a payload the job sent by URL could not be fetched.
 	InlineFailed
 	// Spilled: the answer was sent with its payloads by URL.
 	Spilled
@@ -65,22 +80,14 @@ const (
 	// ClientGone: the client left before the answer.
 	ClientGone
 	// Failed: an error passed on without an answer (the app is
-	// unreachable, the request body unreadable); with Detail.Err, the
-	// app's answer was lost on its way to disk.
+	// unreachable, the request body unreadable, the answer lost on its way
+	// to disk).
 	Failed
-	// NumOutcomes is the number of outcomes, for arrays indexed by Event.
+	// NumOutcomes is the number of outcomes, for arrays indexed by Outcome.
 	NumOutcomes
-
-	// JobBreach: the job breaks the module contract; Detail.Err says how.
-	// Outcome BadJob follows unless the mode is report.
-	JobBreach Event = iota - 1
-	// AnswerBreach: the answer breaks the module contract; Detail.Err is
-	// its *contract.Breach. Outcome ContractViolation follows unless the
-	// mode is report.
-	AnswerBreach
 )
 
-var eventNames = [...]string{
+var outcomeNames = [NumOutcomes]string{
 	OK:                 "ok",
 	RequestTooLarge:    "request_too_large",
 	RequestTimeout:     "request_timeout",
@@ -96,31 +103,14 @@ var eventNames = [...]string{
 	SpillUnavailable:   "spill_unavailable",
 	ClientGone:         "client_gone",
 	Failed:             "error",
-	JobBreach:          "job_breach",
-	AnswerBreach:       "answer_breach",
 }
 
-// String names the event in a word or two, as metrics label outcomes.
-func (e Event) String() string {
-	if e < 0 || int(e) >= len(eventNames) {
-		return "event " + strconv.Itoa(int(e))
+// String names the outcome in a word or two, as metrics label it.
+func (o Outcome) String() string {
+	if o < 0 || o >= NumOutcomes {
+		return "outcome " + strconv.Itoa(int(o))
 	}
-	return eventNames[e]
-}
-
-// Detail is what comes with an event, for a log line: never a body, a
-// token or a secret, though Err may quote a job's or an answer's text.
-type Detail struct {
-	// Err is what went wrong, as each event says.
-	Err error
-	// Size is the size of the answer: as declared (ResponseTooLarge
-	// without Err, -1 for none) or as sent (Spilled, ResponseTooLarge with
-	// Err).
-	Size int64
-	// Limit is the limit the answer broke (ResponseTooLarge).
-	Limit int64
-	// Payloads is how many payloads were handed over by URL (Spilled).
-	Payloads int
+	return outcomeNames[o]
 }
 
 // Next is the handler after a Handler; caddyhttp.Handler is one.
@@ -132,15 +122,16 @@ type Next interface {
 type HandlerConfig struct {
 	// MaxRequestSize and MaxResponseSize are the largest request and
 	// answer bodies, in bytes; Timeout is how long the app may take, from
-	// the request's arrival to the last byte of its answer.
+	// the request's arrival to the last byte of its answer. Default:
+	// DefaultMaxSize and DefaultTimeout.
 	MaxRequestSize, MaxResponseSize int64
 	Timeout                         time.Duration
 
 	// Contract is the module whose contract the exchanges keep:
 	// contract.CustomFileFormat or contract.FilePreExport; empty checks
-	// nothing. ReportOnly reports a breach and lets the exchange go on.
-	Contract   string
-	ReportOnly bool
+	// nothing. Mode is what a breach does: ModeEnforce (the default) or
+	// ModeReport.
+	Contract, Mode string
 
 	// Inliner, when set, fetches the payloads a job carries by URL and
 	// hands them to the app inline. Needs Contract.
@@ -159,9 +150,12 @@ type HandlerConfig struct {
 	// when its body could not be read, 502 when the app's answer was lost.
 	// Default: err.
 	Fail func(status int, err error) error
-	// Report, when set, is told each event of a request, for metrics and
-	// logs.
-	Report func(r *http.Request, ev Event, d Detail)
+	// Report, when set, is told the outcome of each request, for metrics.
+	Report func(Outcome)
+	// Logger, when set, logs what went wrong with a request, for the
+	// operator and the app's developer: limits broken, contract breaches
+	// by rule and position, never a body, a token or a secret.
+	Logger *zap.Logger
 }
 
 // Handler holds the module endpoints of an app to the limits the service
@@ -180,21 +174,38 @@ type HandlerConfig struct {
 //     context end, and must stop then.
 //
 // With Contract, a malformed job gets 400 and an answer that breaks the
-// contract 502 naming the first broken string.
+// contract 502 naming the first broken string; with Inliner, payloads the
+// job carries by URL reach the app inline; with Spill, answers over
+// MaxResponseSize reach the service with their payloads by signed URL.
 type Handler struct {
 	cfg    HandlerConfig
 	refuse func(http.ResponseWriter, *http.Request, int, string) error
 	fail   func(int, error) error
-	report func(*http.Request, Event, Detail)
+	report func(Outcome)
+	log    *zap.Logger
+	mode   string // of the contract check: ModeEnforce or ModeReport
+	// stopSweeping, closed by Close, ends the sweeping of a spill store on
+	// disk; swept is closed once it has ended.
+	stopSweeping, swept chan struct{}
+	closeOnce           sync.Once
 }
 
-// NewHandler checks cfg and returns its Handler. The limits are taken as
-// they are: checking them against what the service sets is the caller's.
+// NewHandler checks cfg, fills in its defaults and returns its Handler.
+// Limits set are taken as they are: checking them is the caller's. A
+// Handler that spills to a store on disk sweeps it until Close.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
-	if cfg.Spill != nil && (cfg.Spill.Store == nil || (cfg.Spill.BaseURL == "" && cfg.Spill.Origin == nil)) {
-		return nil, errors.New("spill needs a Store, and a BaseURL or an Origin")
+	if cfg.Spill != nil {
+		if cfg.Spill.Store == nil || (cfg.Spill.BaseURL == "" && cfg.Spill.Origin == nil) {
+			return nil, errors.New("spill needs a Store, and a BaseURL or an Origin")
+		}
+		if err := os.MkdirAll(cfg.Spill.Dir, 0o700); err != nil { // answers are read to it either way
+			return nil, fmt.Errorf("spill dir: %w", err)
+		}
 	}
-	h := &Handler{cfg: cfg, refuse: cfg.Refuse, fail: cfg.Fail, report: cfg.Report}
+	cfg.MaxRequestSize = cmp.Or(cfg.MaxRequestSize, DefaultMaxSize)
+	cfg.MaxResponseSize = cmp.Or(cfg.MaxResponseSize, DefaultMaxSize)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	h := &Handler{cfg: cfg, refuse: cfg.Refuse, fail: cfg.Fail, report: cfg.Report, log: cfg.Logger, mode: cmp.Or(cfg.Mode, ModeEnforce)}
 	if h.refuse == nil {
 		h.refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
 			respond.Error(w, status, message)
@@ -205,7 +216,19 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		h.fail = func(_ int, err error) error { return err }
 	}
 	if h.report == nil {
-		h.report = func(*http.Request, Event, Detail) {}
+		h.report = func(Outcome) {}
+	}
+	if h.log == nil {
+		h.log = zap.NewNop()
+	}
+	if cfg.Spill != nil {
+		if store, ok := cfg.Spill.Store.(*contract.Store); ok {
+			h.stopSweeping, h.swept = make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(h.swept)
+				sweepExpired(store, h.stopSweeping, h.log)
+			}()
+		}
 	}
 	return h, nil
 }
@@ -218,7 +241,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		return h.serveSpilled(w, r)
 	}
 	if r.ContentLength > h.cfg.MaxRequestSize {
-		h.report(r, RequestTooLarge, Detail{})
+		h.report(RequestTooLarge)
 		return h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The file is too large for this app: the request is %s and the app accepts at most %s. Try a smaller file, or split it into several files.",
 			limits.SizeName(r.ContentLength), limits.LimitName(h.cfg.MaxRequestSize)))
@@ -273,19 +296,19 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 func (h *Handler) refuseUnread(w http.ResponseWriter, r *http.Request, err error) error {
 	switch limits.FailureOf(r, err) {
 	case limits.BodyTooLarge:
-		h.report(r, RequestTooLarge, Detail{})
+		h.report(RequestTooLarge)
 		return h.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The file is too large for this app: the request is larger than %s, the most the app accepts. Try a smaller file, or split it into several files.",
 			limits.LimitName(h.cfg.MaxRequestSize)))
 	case limits.BodyTooSlow:
-		h.report(r, RequestTimeout, Detail{})
+		h.report(RequestTimeout)
 		return h.refuse(w, r, http.StatusRequestTimeout, fmt.Sprintf(
 			"The file did not arrive within %s. Try again.", limits.DurationName(h.cfg.Timeout)))
 	case limits.BodyAbandoned:
-		h.report(r, ClientGone, Detail{})
+		h.report(ClientGone)
 		return h.fail(499, r.Context().Err())
 	}
-	h.report(r, Failed, Detail{})
+	h.report(Failed)
 	return h.fail(http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err))
 }
 
@@ -300,11 +323,13 @@ func (h *Handler) readJob(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	job, err = contract.ParseJobBytes(h.cfg.Contract, raw)
 	if err != nil {
-		h.report(r, JobBreach, Detail{Err: err})
-		if h.cfg.ReportOnly {
+		// The message names fields only; what it quotes of the job is
+		// left out of the log.
+		h.log.Warn("module job breaks the contract", zap.String("path", r.URL.Path), zap.String("contract", h.cfg.Contract), zap.String("mode", h.mode), zap.String("error", contract.RedactQuoted(err.Error())))
+		if h.mode == ModeReport {
 			job = nil
 		} else {
-			h.report(r, BadJob, Detail{})
+			h.report(BadJob)
 			return nil, true, h.refuse(w, r, http.StatusBadRequest, err.Error())
 		}
 	}
@@ -315,7 +340,8 @@ func (h *Handler) readJob(ctx context.Context, w http.ResponseWriter, r *http.Re
 			if !errors.As(err, &ie) {
 				ie = &contract.InlineError{Status: http.StatusBadGateway, Message: "The payloads of the job could not be fetched. Try again."}
 			}
-			h.report(r, InlineFailed, Detail{Err: ie})
+			h.report(InlineFailed)
+			h.log.Info("job payload not inlined", zap.String("path", r.URL.Path), zap.Int("status", ie.Status))
 			return nil, true, h.refuse(w, r, ie.Status, ie.Message)
 		}
 		body.Replace(out)
@@ -359,10 +385,11 @@ func (h *Handler) answer(w http.ResponseWriter, r, up *http.Request, next Next, 
 	switch {
 	case r.Context().Err() != nil:
 		// The client went away: nobody is left to answer.
-		h.report(r, ClientGone, Detail{})
+		h.report(ClientGone)
 		return h.fail(499, r.Context().Err())
 	case up.Context().Err() != nil:
-		h.report(r, Timeout, Detail{})
+		h.report(Timeout)
+		h.log.Info("app did not answer in time", zap.String("path", r.URL.Path), zap.Duration("timeout", h.cfg.Timeout))
 		return h.refuse(w, r, http.StatusGatewayTimeout, fmt.Sprintf(
 			"The app did not answer within %s, the most the service waits. Try again later or with a smaller file; if it keeps happening, contact the app's developer.",
 			limits.DurationName(h.cfg.Timeout)))
@@ -371,21 +398,24 @@ func (h *Handler) answer(w http.ResponseWriter, r, up *http.Request, next Next, 
 		if n := rb.DeclaredSize(); n > maxAnswer {
 			size = limits.SizeName(n)
 		}
-		h.report(r, ResponseTooLarge, Detail{Size: rb.DeclaredSize(), Limit: maxAnswer})
+		h.report(ResponseTooLarge)
+		h.log.Info("app answer over the size limit", zap.String("path", r.URL.Path), zap.Int64("max_response_size", maxAnswer), zap.Int64("declared_size", rb.DeclaredSize()))
 		return h.refuse(w, r, http.StatusBadGateway, tooLargeMessage(size, maxAnswer))
 	case aborted:
-		h.report(r, ResponseIncomplete, Detail{})
+		h.report(ResponseIncomplete)
+		h.log.Info("app answer cut off", zap.String("path", r.URL.Path))
 		return h.refuse(w, r, http.StatusBadGateway,
 			"The app's answer was cut off before it was complete. Try again; if it keeps happening, contact the app's developer.")
 	case err != nil:
 		// next refused or failed without an answer (reverse_proxy: the
 		// app is unreachable); whatever it buffered is dropped and its
 		// error goes on, as without limits.
-		h.report(r, Failed, Detail{})
+		h.report(Failed)
 		return err
 	case sb != nil && sb.Err() != nil:
 		// the answer could not be kept on disk
-		h.report(r, Failed, Detail{Err: sb.Err()})
+		h.report(Failed)
+		h.log.Error("app answer lost", zap.String("path", r.URL.Path), zap.Error(sb.Err()))
 		return h.fail(http.StatusBadGateway, sb.Err())
 	}
 	if job != nil {
@@ -396,14 +426,14 @@ func (h *Handler) answer(w http.ResponseWriter, r, up *http.Request, next Next, 
 			answer = bytes.NewReader(rb.(*limits.ResponseBuffer).Body())
 		}
 		if msg := h.checkAnswer(r, job, answer); msg != "" {
-			h.report(r, ContractViolation, Detail{})
+			h.report(ContractViolation)
 			return h.refuse(w, r, http.StatusBadGateway, msg)
 		}
 	}
 	if sb != nil && sb.Spilled() {
 		return h.spillAnswer(w, r, sb)
 	}
-	h.report(r, OK, Detail{})
+	h.report(OK)
 	// A write error means the client went away; there is no one to tell.
 	_ = rb.WriteTo(w, r.Method == http.MethodHead)
 	return nil
@@ -429,8 +459,16 @@ func (h *Handler) checkAnswer(r *http.Request, job *contract.Job, answer io.Read
 	if !errors.As(err, &b) {
 		b = &contract.Breach{Job: job.Type, Rule: "it could not be read"}
 	}
-	h.report(r, AnswerBreach, Detail{Err: b})
-	if h.cfg.ReportOnly {
+	// No body reaches a log: the string is named by its position, never
+	// by its identifier, and what the rule quotes from the answer (a
+	// language, a plural form) is left out.
+	h.log.Warn("app answer breaks the module contract",
+		zap.String("path", r.URL.Path),
+		zap.String("job_type", job.Type),
+		zap.Int("string", b.Index),
+		zap.String("rule", contract.RedactQuoted(b.Rule)),
+		zap.String("mode", h.mode))
+	if h.mode == ModeReport {
 		return ""
 	}
 	return b.Error()

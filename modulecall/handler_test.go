@@ -7,26 +7,17 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/servicegate/servicegate/limits"
 )
 
-// newTestHandler is a Handler of cfg with the limits of the service where
-// cfg leaves them out, that returns the error of a refusal with its status
-// as a server with error routes does.
+// newTestHandler is a Handler of cfg that returns the error of a request
+// without an answer with its status, as caddyhttp.Error does.
 func newTestHandler(t testing.TB, cfg HandlerConfig) *Handler {
 	t.Helper()
-	if cfg.MaxRequestSize == 0 {
-		cfg.MaxRequestSize = 5 << 20
-	}
-	if cfg.MaxResponseSize == 0 {
-		cfg.MaxResponseSize = 5 << 20
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 2 * time.Minute
-	}
 	cfg.Fail = func(status int, err error) error { return statusError{status, err} }
 	h, err := NewHandler(cfg)
 	if err != nil {
@@ -148,5 +139,36 @@ func TestAnswerMappingsGivenBack(t *testing.T) {
 	}()
 	if n := limits.MappingsInUse(); n != before {
 		t.Errorf("%d mapped buffers in use after a panic, want %d", n, before)
+	}
+}
+
+// TestHandlerDefaults: a Handler of the zero config holds a Go app's
+// handler to the service's limits, answers with respond.Error, and reports
+// each outcome.
+func TestHandlerDefaults(t *testing.T) {
+	var outcomes []Outcome
+	h, err := NewHandler(HandlerConfig{Report: func(o Outcome) { outcomes = append(outcomes, o) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := handlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		_, err := io.Copy(w, r.Body)
+		return err
+	})
+	rec := httptest.NewRecorder()
+	if err := h.Serve(rec, httptest.NewRequest(http.MethodPost, "/file-format", strings.NewReader("{}")), app); err != nil || rec.Code != 200 || rec.Body.String() != "{}" {
+		t.Errorf("within the limits: %v %d %q", err, rec.Code, rec.Body)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/file-format", nil)
+	req.ContentLength = DefaultMaxSize + 1
+	rec = httptest.NewRecorder()
+	if err := h.Serve(rec, req, app); err != nil || rec.Code != 413 || !strings.Contains(rec.Body.String(), `{"error":{"message":"The file is too large for this app: the request is 5.1 MB`) {
+		t.Errorf("over the limit: %v %d %q", err, rec.Code, rec.Body)
+	}
+	if len(outcomes) != 2 || outcomes[0] != OK || outcomes[1] != RequestTooLarge {
+		t.Errorf("outcomes %v", outcomes)
+	}
+	if err := h.Close(); err != nil {
+		t.Error(err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/servicegate/servicegate/contract"
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/spans"
@@ -33,11 +35,13 @@ type Spill struct {
 	// chooses it.
 	Origin func(*http.Request) (string, error)
 	// Dir is the directory the answers are read to, beyond
-	// MaxResponseSize.
+	// MaxResponseSize; NewHandler creates it (0700) if need be.
 	Dir string
 	// MaxSize is the largest answer the app may give, when spilling.
 	MaxSize int64
-	// Store keeps the payloads and signs their links. Required.
+	// Store keeps the payloads and signs their links. Required. A
+	// *contract.Store, on disk, is swept of expired payloads every so
+	// often (half its TTL, at most a minute), from NewHandler until Close.
 	Store contract.Payloads
 }
 
@@ -57,18 +61,18 @@ func (h *Handler) serveSpilled(w http.ResponseWriter, r *http.Request) (err erro
 	f, err := h.cfg.Spill.Store.Take(name, r.URL.Query())
 	if err != nil && !errors.Is(err, contract.ErrLinkInvalid) {
 		// The store logs the failure, once in a while.
-		h.report(r, SpillUnavailable, Detail{})
+		h.report(SpillUnavailable)
 		w.Header().Set("Retry-After", "5")
 		status = http.StatusServiceUnavailable
 		return h.refuse(w, r, status, "The stored answer cannot be reached right now. Try the download again in a moment.")
 	}
 	if err != nil {
-		h.report(r, SpillRefused, Detail{})
+		h.report(SpillRefused)
 		status = http.StatusForbidden
 		return h.refuse(w, r, status, "This link is invalid, was already used, or has expired. Run the job again for a new one.")
 	}
 	defer f.Close()
-	h.report(r, SpillDownload, Detail{})
+	h.report(SpillDownload)
 	span.String("servicegate.spill.kind", strings.TrimPrefix(filepath.Ext(name), "."))
 	span.Int("servicegate.spill.size", f.Size)
 	hd := w.Header()
@@ -129,12 +133,14 @@ func (h *Handler) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits
 		for _, name := range stored {
 			s.Store.Remove(name)
 		}
-		h.report(r, ResponseTooLarge, Detail{Err: err, Size: sb.Size()})
+		h.report(ResponseTooLarge)
+		h.log.Info("app answer over the size limit could not be handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Error(err))
 		status = http.StatusBadGateway
 		return h.refuse(w, r, status, tooLargeMessage(limits.SizeName(sb.Size()), h.cfg.MaxResponseSize))
 	}
-	h.report(r, Spilled, Detail{Size: sb.Size(), Payloads: len(stored)})
+	h.report(Spilled)
 	span.Int("servicegate.spill.payloads", int64(len(stored)))
+	h.log.Debug("app answer handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Int("payloads", len(stored)))
 	hd := w.Header()
 	clear(hd)
 	for k, v := range sb.Header() {
@@ -163,11 +169,10 @@ func endRefused(span spans.Span, status int, err error) {
 	span.End()
 }
 
-// SweepExpired removes the expired payloads of store every so often (half
-// its TTL, at most a minute) until stop is closed, and tells removed how
-// many it removed each time it removed some. It returns once stop is
-// closed: run it in a goroutine of its own.
-func SweepExpired(store *contract.Store, stop <-chan struct{}, removed func(n int)) {
+// sweepExpired removes the expired payloads of store every so often (half
+// its TTL, at most a minute) until stop is closed, logging how many it
+// removed.
+func sweepExpired(store *contract.Store, stop <-chan struct{}, log *zap.Logger) {
 	every := min(store.TTL/2, time.Minute)
 	if every <= 0 {
 		every = time.Minute
@@ -180,8 +185,18 @@ func SweepExpired(store *contract.Store, stop <-chan struct{}, removed func(n in
 			return
 		case <-t.C:
 			if n := store.Sweep(); n > 0 {
-				removed(n)
+				log.Debug("expired payloads removed", zap.Int("count", n))
 			}
 		}
 	}
+}
+
+// Close stops the sweeping of expired payloads on disk, and returns once
+// it has stopped. Serve still works after it.
+func (h *Handler) Close() error {
+	if h.stopSweeping != nil {
+		h.closeOnce.Do(func() { close(h.stopSweeping) })
+		<-h.swept
+	}
+	return nil
 }
