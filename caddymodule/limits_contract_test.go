@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -84,7 +85,7 @@ func TestSpillBuffer(t *testing.T) {
 func TestSpillSweeperStopsAtCleanup(t *testing.T) {
 	sweepers := func() int {
 		buf := make([]byte, 1<<20)
-		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "modulecall.sweepExpired(")
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "created by github.com/servicegate/servicegate/modulecall.NewHandler")
 	}
 	before := sweepers()
 	l := newTestLimits(t, &ServiceLimits{
@@ -100,6 +101,11 @@ func TestSpillSweeperStopsAtCleanup(t *testing.T) {
 	}
 	if err := c.Cleanup(); err != nil {
 		t.Fatal(err)
+	}
+	// The sweeper has ended when Cleanup returns; its goroutine is gone a
+	// moment later.
+	for i := 0; sweepers() > before && i < 100; i++ {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if n := sweepers(); n != before {
 		t.Errorf("%d sweepers running after Cleanup, want %d", n, before)
