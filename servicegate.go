@@ -14,6 +14,7 @@
 //	token, signature       bearer tokens and their claims; webhook signatures
 //	webhook, subscription  delivery checks and secrets; the subscription query and cache
 //	limits, contract       bounded bodies and answers; the module contract, spill and inline
+//	modulecall             the pipeline of the service's calls to module endpoints (service_limits)
 //	oauth, descriptor      the sign-in and sessions; the app descriptor and its checks
 //	urlpath                one canonical form of request paths, and the spellings refused
 //	approute, siteorigin   service_app's router of every path to its checks; a site's public origin

@@ -1,10 +1,10 @@
 // Package caddymodule is the Caddy glue of servicegate: the module types,
 // their provisioning, their Caddyfile directives, admin API and metrics, and
 // the CLI commands. The work itself is done by Caddy-free packages (token,
-// signature, webhook, subscription, limits, contract, oauth, descriptor,
-// urlpath, approute, siteorigin, installations, queue, cluster, health,
-// spans, version, emulator, jsonscan, respond, safehttp, cli: see the module
-// root's package doc).
+// signature, webhook, subscription, limits, contract, modulecall, oauth,
+// descriptor, urlpath, approute, siteorigin, installations, queue, cluster,
+// health, spans, version, emulator, jsonscan, respond, safehttp, cli: see the
+// module root's package doc).
 //
 // Importing this package (or the module root, github.com/servicegate/servicegate,
 // the package xcaddy's --with imports) registers the modules

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/servicegate/servicegate/contract"
+	"github.com/servicegate/servicegate/modulecall"
 )
 
 func init() {
@@ -84,8 +85,8 @@ func (l *ServiceLimits) subdirectives() map[string]subdirective {
 			return err
 		}),
 		"mode": once(func(d *caddyfile.Dispenser) (err error) {
-			if l.Mode, err = oneArg(d); err == nil && l.Mode != contractEnforce && l.Mode != contractReport {
-				return d.Errf("mode must be %s or %s, got %q", contractEnforce, contractReport, l.Mode)
+			if l.Mode, err = oneArg(d); err == nil && l.Mode != modulecall.ModeEnforce && l.Mode != modulecall.ModeReport {
+				return d.Errf("mode must be %s or %s, got %q", modulecall.ModeEnforce, modulecall.ModeReport, l.Mode)
 			}
 			return err
 		}),
@@ -119,7 +120,7 @@ var _ caddyfile.Unmarshaler = (*ServiceLimits)(nil)
 // responseLimit is max_response_size, or its default when unset.
 func (l *ServiceLimits) responseLimit() int64 {
 	if l.MaxResponseSize == 0 {
-		return defaultMaxResponseSize
+		return modulecall.DefaultMaxSize
 	}
 	return l.MaxResponseSize
 }

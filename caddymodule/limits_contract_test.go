@@ -3,18 +3,17 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/base64"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestContractAsksForAnUncompressedAnswer(t *testing.T) {
@@ -79,65 +78,36 @@ func TestSpillBuffer(t *testing.T) {
 	}
 }
 
-// A breach is logged by its rule, the string's position and the job type:
-// no identifier or other text of the answer reaches the log.
-func TestContractBreachLogHoldsNoBodyText(t *testing.T) {
-	job := `{"jobType":"parse-file","organization":{},"project":{},"file":{"content":""},"sourceLanguage":{},"targetLanguages":[{"id":"uk"}]}`
-	tests := []struct {
-		answer string
-		index  int
-		rule   string
-	}{
-		{`{"data":{"strings":[{"identifier":"ok","text":"A"},{"identifier":"secret-ident-42"}]}}`, 2, "has no text"},
-		{`{"data":{"strings":[{"identifier":"secret-ident-42","text":"A","translations":{"Secret Launch Plan":{"text":"B"}}}]}}`, 1,
-			`has a translation into "…", which is not a target language of the job`},
+// TestSpillSweeperStopsAtCleanup: the sweeping of expired payloads on disk
+// ends with Cleanup, as the config that started it is unloaded, even when
+// Cleanup is called before the config's context ends (service_app cleans
+// its handlers up itself).
+func TestSpillSweeperStopsAtCleanup(t *testing.T) {
+	sweepers := func() int {
+		buf := make([]byte, 1<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "created by github.com/servicegate/servicegate/modulecall.NewHandler")
 	}
-	for _, tt := range tests {
-		core, logs := observer.New(zapcore.DebugLevel)
-		l := newTestLimits(t, &ServiceLimits{Contract: "custom-file-format"})
-		l.logger = zap.New(core)
-		rec := httptest.NewRecorder()
-		err := l.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/file-format", strings.NewReader(job)),
-			caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-				io.WriteString(w, tt.answer)
-				return nil
-			}))
-		if err != nil || rec.Code != http.StatusBadGateway {
-			t.Fatalf("%s: %v %d %s", tt.answer, err, rec.Code, rec.Body)
-		}
-		entries := logs.FilterMessage("app answer breaks the module contract").All()
-		if len(entries) != 1 {
-			t.Fatalf("%d breach lines logged, want 1", len(entries))
-		}
-		fields := entries[0].ContextMap()
-		if fields["rule"] != tt.rule || fields["string"] != int64(tt.index) || fields["job_type"] != "parse-file" {
-			t.Errorf("breach logged as %v, want rule %q, string %d, job_type parse-file", fields, tt.rule, tt.index)
-		}
-		var line strings.Builder
-		for _, e := range logs.All() {
-			line.WriteString(e.Message)
-			for k, v := range e.ContextMap() {
-				fmt.Fprintf(&line, " %s=%v", k, v)
-			}
-		}
-		for _, secret := range []string{"secret-ident-42", "Secret Launch Plan", "Secret"} {
-			if strings.Contains(line.String(), secret) {
-				t.Errorf("the log holds %q from the answer: %s", secret, line.String())
-			}
-		}
+	before := sweepers()
+	l := newTestLimits(t, &ServiceLimits{
+		Contract: "custom-file-format",
+		Spill:    &SpillOptions{Dir: t.TempDir(), BaseURL: "https://app.example"},
+	})
+	if n := sweepers(); n != before+1 {
+		t.Fatalf("%d sweepers running once provisioned, want %d", n, before+1)
 	}
-}
-
-func TestRedactQuoted(t *testing.T) {
-	for in, want := range map[string]string{
-		"has no text": "has no text",
-		`has a translation into "de", which is not a target language of the job`: `has a translation into "…", which is not a target language of the job`,
-		`a status for the plural form "a\"b", which is not`:                      `a status for the plural form "…", which is not`,
-		`two "a" and "b"`: `two "…" and "…"`,
-		`open "quote`:     `open "…`,
-	} {
-		if got := redactQuoted(in); got != want {
-			t.Errorf("redactQuoted(%s) = %s, want %s", in, got, want)
-		}
+	c, ok := any(l).(caddy.CleanerUpper)
+	if !ok {
+		t.Fatal("service_limits has no Cleanup")
+	}
+	if err := c.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	// The sweeper has ended when Cleanup returns; its goroutine is gone a
+	// moment later.
+	for i := 0; sweepers() > before && i < 100; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := sweepers(); n != before {
+		t.Errorf("%d sweepers running after Cleanup, want %d", n, before)
 	}
 }

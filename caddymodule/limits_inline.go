@@ -1,15 +1,11 @@
 package caddymodule
 
 import (
-	"context"
-	"errors"
-	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/servicegate/servicegate/contract"
-	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/safehttp"
 )
 
@@ -37,7 +33,7 @@ type InlineOptions struct {
 }
 
 // provisionInline fills in the inline defaults and builds its fetcher.
-func (l *ServiceLimits) provisionInline() {
+func (l *ServiceLimits) provisionInline() *contract.Inliner {
 	o := l.Inline
 	if o.MaxSize == 0 {
 		o.MaxSize = l.MaxRequestSize
@@ -45,29 +41,10 @@ func (l *ServiceLimits) provisionInline() {
 	if o.Timeout == 0 {
 		o.Timeout = caddy.Duration(defaultInlineTimeout)
 	}
-	l.inliner = &contract.Inliner{
-		Client: safehttp.New(safehttp.Options{
-			Hosts:        o.Hosts,
-			MaxSize:      o.MaxSize,
-			Timeout:      time.Duration(o.Timeout),
-			AllowPrivate: o.AllowPrivate,
-		}),
-		MaxSize: o.MaxSize,
-		Timeout: time.Duration(o.Timeout),
-	}
-}
-
-// inline fetches the payloads job carries by URL and makes body the job
-// that carries them inline.
-func (l *ServiceLimits) inline(ctx context.Context, job *contract.Job, body *limits.Body) *contract.InlineError {
-	out, err := l.inliner.Inline(ctx, job, body.Bytes())
-	if err != nil {
-		var ie *contract.InlineError
-		if !errors.As(err, &ie) {
-			ie = &contract.InlineError{Status: http.StatusBadGateway, Message: "The payloads of the job could not be fetched. Try again."}
-		}
-		return ie
-	}
-	body.Replace(out)
-	return nil
+	return contract.NewInliner(safehttp.Options{
+		Hosts:        o.Hosts,
+		MaxSize:      o.MaxSize,
+		Timeout:      time.Duration(o.Timeout),
+		AllowPrivate: o.AllowPrivate,
+	})
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/servicegate/servicegate/modulecall"
 )
 
 func TestLimitsOutcomes(t *testing.T) {
@@ -24,7 +26,7 @@ func TestLimitsOutcomes(t *testing.T) {
 		wantStatus  int    // status written to the client, 0 for none
 		wantErr     int    // status of the returned caddyhttp.HandlerError, 0 for none
 		wantInMsg   string // part of the JSON message
-		wantOutcome limitsOutcome
+		wantOutcome modulecall.Outcome
 	}{
 		{
 			name: "slow app",
@@ -32,7 +34,7 @@ func TestLimitsOutcomes(t *testing.T) {
 				<-r.Context().Done() // reverse_proxy stops when the context ends
 				return caddyhttp.Error(http.StatusGatewayTimeout, r.Context().Err())
 			},
-			wantStatus: 504, wantInMsg: "The app did not answer within 50ms", wantOutcome: outcomeTimeout,
+			wantStatus: 504, wantInMsg: "The app did not answer within 50ms", wantOutcome: modulecall.Timeout,
 		},
 		{
 			name: "app hangs after headers",
@@ -43,7 +45,7 @@ func TestLimitsOutcomes(t *testing.T) {
 				<-r.Context().Done()
 				panic(http.ErrAbortHandler)
 			},
-			wantStatus: 504, wantInMsg: "did not answer within", wantOutcome: outcomeTimeout,
+			wantStatus: 504, wantInMsg: "did not answer within", wantOutcome: modulecall.Timeout,
 		},
 		{
 			name: "answer cut off",
@@ -52,14 +54,14 @@ func TestLimitsOutcomes(t *testing.T) {
 				w.Write([]byte(`{"data":`))
 				panic(http.ErrAbortHandler)
 			},
-			wantStatus: 502, wantInMsg: "cut off", wantOutcome: outcomeResponseIncomplete,
+			wantStatus: 502, wantInMsg: "cut off", wantOutcome: modulecall.ResponseIncomplete,
 		},
 		{
 			name: "app unreachable",
 			next: func(w http.ResponseWriter, r *http.Request) error {
 				return appDown
 			},
-			wantErr: 502, wantOutcome: outcomeError,
+			wantErr: 502, wantOutcome: modulecall.Failed,
 		},
 		{
 			name: "error after a partial answer",
@@ -68,7 +70,7 @@ func TestLimitsOutcomes(t *testing.T) {
 				w.Write([]byte(`{"partial`))
 				return appDown
 			},
-			wantErr: 502, wantOutcome: outcomeError,
+			wantErr: 502, wantOutcome: modulecall.Failed,
 		},
 		{
 			name: "client gone",
@@ -76,7 +78,7 @@ func TestLimitsOutcomes(t *testing.T) {
 				<-r.Context().Done()
 				return caddyhttp.Error(499, r.Context().Err())
 			},
-			clientGone: true, wantErr: 499, wantOutcome: outcomeClientGone,
+			clientGone: true, wantErr: 499, wantOutcome: modulecall.ClientGone,
 		},
 	}
 	l := newTestLimits(t, &ServiceLimits{Timeout: caddy.Duration(50 * time.Millisecond)})

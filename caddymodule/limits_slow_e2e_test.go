@@ -107,7 +107,7 @@ func limitsGoroutines() (int, string) {
 	dump := string(buf[:runtime.Stack(buf, true)])
 	n := 0
 	for _, g := range strings.Split(dump, "\n\n") {
-		if strings.Contains(g, "(*ServiceLimits)") {
+		if strings.Contains(g, "(*ServiceLimits)") || strings.Contains(g, "modulecall.(*Handler)") {
 			n++
 		}
 	}

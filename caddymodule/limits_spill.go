@@ -1,25 +1,21 @@
 package caddymodule
 
 import (
-	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/contract"
 	"github.com/servicegate/servicegate/limits"
-	"github.com/servicegate/servicegate/spans"
+	"github.com/servicegate/servicegate/modulecall"
 )
 
 // The defaults of spill.
@@ -76,8 +72,9 @@ var processSpillKey = sync.OnceValue(func() []byte {
 
 // provisionSpill fills in the spill defaults and opens the store: in Redis
 // when the servicegate app is configured, so that every instance serves the
-// links of the others; else on disk, sweeping expired payloads.
-func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
+// links of the others; else on disk, where the handler sweeps expired
+// payloads until Cleanup.
+func (l *ServiceLimits) provisionSpill(ctx caddy.Context) (*modulecall.Spill, error) {
 	s := l.Spill
 	if s.Path == "" {
 		s.Path = defaultSpillPath
@@ -93,20 +90,20 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 	}
 	app, err := servicegateApp(ctx)
 	if err != nil {
-		return fmt.Errorf("service_limits: %w", err)
+		return nil, fmt.Errorf("service_limits: %w", err)
 	}
 	if app != nil && s.Key == "" {
-		return errors.New("service_limits: spill with the servicegate redis option needs spill_key, the same on every instance (e.g. spill_key {env.SERVICEGATE_SPILL_KEY}; in JSON spill.key): a link minted by one instance is checked by another, which a random key per process cannot do")
+		return nil, errors.New("service_limits: spill with the servicegate redis option needs spill_key, the same on every instance (e.g. spill_key {env.SERVICEGATE_SPILL_KEY}; in JSON spill.key): a link minted by one instance is checked by another, which a random key per process cannot do")
 	}
 	repl := caddy.NewReplacer()
 	key := processSpillKey()
 	if s.Key != "" {
 		k, err := repl.ReplaceOrErr(s.Key, true, true)
 		if err != nil {
-			return errors.New("service_limits: spill key: a placeholder in it has no value")
+			return nil, errors.New("service_limits: spill key: a placeholder in it has no value")
 		}
 		if len(k) < 16 {
-			return errors.New("service_limits: spill key must be at least 16 bytes")
+			return nil, errors.New("service_limits: spill key must be at least 16 bytes")
 		}
 		key = []byte(k)
 	}
@@ -116,17 +113,11 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) error {
 		site.warnHostless(ctx, l.logger, "handing an answer over max_response_size over by link")
 		l.origin = func(r *http.Request) (string, error) { return site.of(r, l) }
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil { // answers are read to it either way
-		return fmt.Errorf("service_limits: spill dir: %w", err)
-	}
+	var store contract.Payloads = &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
 	if app != nil {
-		l.store = app.Client().Spill(contract.Links{Key: key, TTL: time.Duration(s.TTL)})
-		return nil
+		store = app.Client().Spill(contract.Links{Key: key, TTL: time.Duration(s.TTL)})
 	}
-	store := &contract.Store{Dir: s.Dir, Key: key, TTL: time.Duration(s.TTL)}
-	l.store = store
-	go sweepSpilled(store, ctx.Done(), l.logger)
-	return nil
+	return &modulecall.Spill{Path: s.Path, BaseURL: s.BaseURL, Origin: l.origin, Dir: s.Dir, MaxSize: s.MaxSize, Store: store}, nil
 }
 
 // validateSpill checks the spill options after provisioning.
@@ -141,132 +132,5 @@ func (l *ServiceLimits) validateSpill() error {
 	if s.MaxSize != 0 && s.MaxSize < l.responseLimit() {
 		return fmt.Errorf("service_limits: spill_max_size (%s) is below max_response_size (%s)", limits.LimitName(s.MaxSize), limits.LimitName(l.responseLimit()))
 	}
-	return nil
-}
-
-// sweepSpilled removes expired payloads until stop is closed: until the
-// config that provisioned the handler is unloaded.
-func sweepSpilled(store *contract.Store, stop <-chan struct{}, logger *zap.Logger) {
-	every := min(store.TTL/2, time.Minute)
-	if every <= 0 {
-		every = time.Minute
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			if n := store.Sweep(); n > 0 {
-				logger.Debug("expired payloads removed", zap.Int("count", n))
-			}
-		}
-	}
-}
-
-// serveSpilled answers a download of a stored payload: once, while its
-// signed URL is valid; any other request of the path gets 403, and 503 when
-// the payloads kept in Redis cannot be reached.
-func (l *ServiceLimits) serveSpilled(w http.ResponseWriter, r *http.Request) (err error) {
-	_, span := spans.Start(r.Context(), "servicegate.spill.download")
-	defer func() { endCheck(span, err) }()
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		return refuse(w, r, http.StatusMethodNotAllowed, "Payload links are downloaded with GET.")
-	}
-	name := strings.TrimPrefix(r.URL.Path, l.Spill.Path)
-	f, err := l.store.Take(name, r.URL.Query())
-	if err != nil && !errors.Is(err, contract.ErrLinkInvalid) {
-		// The Redis client logs the failure, once in a while.
-		l.counts.inc(outcomeSpillUnavailable)
-		w.Header().Set("Retry-After", "5")
-		return refuse(w, r, http.StatusServiceUnavailable, "The stored answer cannot be reached right now. Try the download again in a moment.")
-	}
-	if err != nil {
-		l.counts.inc(outcomeSpillRefused)
-		return refuse(w, r, http.StatusForbidden, "This link is invalid, was already used, or has expired. Run the job again for a new one.")
-	}
-	defer f.Close()
-	l.counts.inc(outcomeSpillDownload)
-	span.String("servicegate.spill.kind", strings.TrimPrefix(filepath.Ext(name), "."))
-	span.Int("servicegate.spill.size", f.Size)
-	h := w.Header()
-	switch filepath.Ext(name) {
-	case contract.KindStrings:
-		h.Set("Content-Type", "application/x-ndjson")
-	case contract.KindPreview:
-		h.Set("Content-Type", "text/html; charset=utf-8")
-	default:
-		h.Set("Content-Type", "application/octet-stream")
-	}
-	h.Set("Content-Length", strconv.FormatInt(f.Size, 10))
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, f) // a failed copy means the client went away
-	span.End()
-	return nil
-}
-
-// spillAnswer stores the payloads of an answer over max_response_size and
-// sends the answer that carries their URLs instead.
-func (l *ServiceLimits) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits.SpillBuffer) (err error) {
-	_, span := spans.Start(r.Context(), "servicegate.spill.store")
-	defer func() { endCheck(span, err) }()
-	span.Int("servicegate.spill.answer_size", sb.Size())
-	base := l.Spill.BaseURL
-	if base == "" {
-		base, err = l.origin(r)
-	}
-	var stored []string
-	put := func(kind string, write func(io.Writer) error) (string, error) {
-		f, name, err := l.store.Create(kind)
-		if err != nil {
-			return "", err
-		}
-		stored = append(stored, name)
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return "", err
-		}
-		return base + l.Spill.Path + name + "?" + l.store.Link(name), nil
-	}
-	var out bytes.Buffer
-	if err == nil {
-		err = contract.SpillAnswer(sb.Reader(), &out, put)
-	}
-	if err == nil && int64(out.Len()) > l.MaxResponseSize {
-		err = errors.New("the answer is still too large without its strings, content and preview")
-	}
-	if err != nil {
-		for _, name := range stored {
-			l.store.Remove(name)
-		}
-		l.counts.inc(outcomeResponseTooLarge)
-		l.logger.Info("app answer over the size limit could not be handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Error(err))
-		return refuse(w, r, http.StatusBadGateway, fmt.Sprintf(
-			"The app's answer is too large: it is %s and the service accepts at most %s. Try a smaller file; if it keeps happening, contact the app's developer.",
-			limits.SizeName(sb.Size()), limits.LimitName(l.MaxResponseSize)))
-	}
-	l.counts.inc(outcomeSpilled)
-	span.Int("servicegate.spill.payloads", int64(len(stored)))
-	l.logger.Debug("app answer handed over by URL", zap.String("path", r.URL.Path), zap.Int64("size", sb.Size()), zap.Int("payloads", len(stored)))
-	h := w.Header()
-	for k := range h {
-		delete(h, k)
-	}
-	for k, v := range sb.Header() {
-		h[k] = v
-	}
-	h.Del("Content-Encoding")
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(out.Len()))
-	span.End()
-	w.WriteHeader(sb.Status())
-	_, _ = w.Write(out.Bytes())
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/servicegate/servicegate/modulecall"
 )
 
 // newTestLimits provisions a service_limits handler as Caddy would.
@@ -47,9 +49,9 @@ func errorMessage(t testing.TB, body []byte) string {
 }
 
 // countOf reads the service_limits counter of outcome.
-func countOf(outcome limitsOutcome) float64 {
+func countOf(outcome modulecall.Outcome) float64 {
 	var m dto.Metric
-	if err := limitsRequests.WithLabelValues(outcome.String()).Write(&m); err != nil {
+	if err := limitsRequests.WithLabelValues(limitsOutcomeNames[outcome]).Write(&m); err != nil {
 		panic(err)
 	}
 	return m.GetCounter().GetValue()
@@ -123,7 +125,7 @@ func TestLimitsRequests(t *testing.T) {
 				w.Write([]byte(`{"data":{}}`))
 				return nil
 			})
-			before := countOf(outcomeRequestTooLarge)
+			before := countOf(modulecall.RequestTooLarge)
 			rec := httptest.NewRecorder()
 			if err := l.ServeHTTP(rec, req, next); err != nil {
 				t.Fatalf("ServeHTTP: %v", err)
@@ -143,7 +145,7 @@ func TestLimitsRequests(t *testing.T) {
 			if msg := errorMessage(t, rec.Body.Bytes()); !strings.Contains(msg, tt.wantInMsg) {
 				t.Fatalf("message %q does not say %q", msg, tt.wantInMsg)
 			}
-			if countOf(outcomeRequestTooLarge) != before+1 {
+			if countOf(modulecall.RequestTooLarge) != before+1 {
 				t.Fatal("request_too_large not counted")
 			}
 		})
@@ -190,7 +192,7 @@ func TestLimitsResponses(t *testing.T) {
 				}
 				return nil
 			})
-			before := countOf(outcomeResponseTooLarge)
+			before := countOf(modulecall.ResponseTooLarge)
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/pre-export", strings.NewReader(`{"jobType":"file-pre-export"}`))
 			if err := l.ServeHTTP(rec, req, next); err != nil {
@@ -217,7 +219,7 @@ func TestLimitsResponses(t *testing.T) {
 			if !writeFailed {
 				t.Fatal("the app's writes never failed")
 			}
-			if countOf(outcomeResponseTooLarge) != before+1 {
+			if countOf(modulecall.ResponseTooLarge) != before+1 {
 				t.Fatal("response_too_large not counted")
 			}
 		})

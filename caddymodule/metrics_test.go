@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/servicegate/servicegate/modulecall"
 	"github.com/servicegate/servicegate/oauth"
 )
 
@@ -107,5 +108,5 @@ func TestOutcomeCountersOfEveryHandler(t *testing.T) {
 		})
 	}
 	var unprovisioned *limitsCounters
-	unprovisioned.inc(outcomeOK) // must not panic
+	unprovisioned.inc(modulecall.OK) // must not panic
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -244,7 +242,9 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	if refusal != nil {
 		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
 	}
-	body, err := m.readBody(w, r, d.Writer())
+	// The whole delivery, written to the signature's MACs as it arrives,
+	// within max_size and read_timeout.
+	body, err := limits.ReadRequest(w, r, m.MaxSize, time.Now().Add(time.Duration(m.ReadTimeout)), d.Writer())
 	if err != nil {
 		d.Release()
 		return m.refuseUnread(w, r, err)
@@ -273,50 +273,12 @@ func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	return next.ServeHTTP(w, r)
 }
 
-// readBody reads the whole delivery from the request's body, writing it to
-// macs (the signature's MACs) as it arrives, up to max_size, with the read
-// deadline of the connection at read_timeout where the connection allows
-// one. The handler releases the body; on an error there is none.
-func (m *ServiceWebhook) readBody(w http.ResponseWriter, r *http.Request, macs io.Writer) (*limits.Body, error) {
-	deadlineSet := setReadDeadline(w, time.Now().Add(time.Duration(m.ReadTimeout)))
-	body, err := limits.ReadAllTee(r.Body, r.ContentLength, m.MaxSize, macs)
-	if err != nil {
-		// The deadline stays: after a refusal, net/http reads on through
-		// what is left of the body before answering, and the deadline
-		// keeps a client that stalls from holding it.
-		return nil, err
-	}
-	if deadlineSet {
-		// The body is in: the connection stays open for the answer and,
-		// between requests, for keep-alive.
-		setReadDeadline(w, time.Time{})
-	}
-	return body, nil
-}
-
-// setReadDeadline sets the read deadline of the connection under w, as
-// http.ResponseController does, without allocating; it reports whether
-// the connection took it.
-func setReadDeadline(w http.ResponseWriter, deadline time.Time) bool {
-	for {
-		switch u := w.(type) {
-		case interface{ SetReadDeadline(time.Time) error }:
-			return u.SetReadDeadline(deadline) == nil
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = u.Unwrap()
-		default:
-			return false
-		}
-	}
-}
-
 // refuseUnread answers a delivery whose body could not be read in full.
 func (m *ServiceWebhook) refuseUnread(w http.ResponseWriter, r *http.Request, err error) error {
-	var netErr net.Error
-	switch {
-	case errors.Is(err, limits.ErrTooLarge):
+	switch limits.FailureOf(r, err) {
+	case limits.BodyTooLarge:
 		return m.refuseTooLarge(w, r)
-	case errors.As(err, &netErr) && netErr.Timeout():
+	case limits.BodyTooSlow:
 		return m.refuse(w, r, outcomeSlowBody, http.StatusRequestTimeout, m.tooSlow)
 	}
 	m.logger.Debug("webhook delivery could not be read", zap.Error(err))

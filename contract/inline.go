@@ -29,6 +29,12 @@ type Inliner struct {
 	Timeout time.Duration
 }
 
+// NewInliner returns an Inliner whose client fetches with o: from
+// o.Hosts only, within o.MaxSize and o.Timeout.
+func NewInliner(o safehttp.Options) *Inliner {
+	return &Inliner{Client: safehttp.New(o), MaxSize: o.MaxSize, Timeout: o.Timeout}
+}
+
 // InlineError is a payload that could not be inlined: Status and Message
 // are the answer to the service, for the person who reads it in the
 // service's UI. Message names the payload, never its URL or contents.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Body is a request body read whole into memory, within a size limit, and
@@ -329,3 +331,72 @@ var (
 	_ io.ReadCloser = (*Body)(nil)
 	_ io.WriterTo   = (*Body)(nil)
 )
+
+// ReadRequest reads the body of r whole into a Body, within limit, writing
+// it to tee as it arrives (nil for none), with the read deadline of the
+// connection under w at deadline where the connection takes one: a client
+// sending slowly cannot hold the handler past it. Once the body is in, the
+// deadline is lifted, for the answer and, between requests, for
+// keep-alive; after an error it stays, since net/http reads on through
+// what is left of the body (up to 256 KB) before answering, and the
+// deadline keeps a client that stalls from holding it. Tell the errors
+// apart with FailureOf. The handler releases the body; on an error there
+// is none.
+func ReadRequest(w http.ResponseWriter, r *http.Request, limit int64, deadline time.Time, tee io.Writer) (*Body, error) {
+	deadlineSet := setReadDeadline(w, deadline)
+	body, err := ReadAllTee(r.Body, r.ContentLength, limit, tee)
+	if err != nil {
+		return nil, err
+	}
+	if deadlineSet {
+		setReadDeadline(w, time.Time{})
+	}
+	return body, nil
+}
+
+// setReadDeadline sets the read deadline of the connection under w, as
+// http.ResponseController does, without allocating; it reports whether
+// the connection took it.
+func setReadDeadline(w http.ResponseWriter, deadline time.Time) bool {
+	for {
+		switch u := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return u.SetReadDeadline(deadline) == nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = u.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// ReadFailure is why a request body could not be read whole, which decides
+// how the request is answered.
+type ReadFailure int
+
+// The failures of ReadRequest.
+const (
+	// BodyUnreadable: the body could not be read (400).
+	BodyUnreadable ReadFailure = iota
+	// BodyTooLarge: the body holds more than the limit (413).
+	BodyTooLarge
+	// BodyTooSlow: the body did not arrive before the deadline (408).
+	BodyTooSlow
+	// BodyAbandoned: the client went away while sending it.
+	BodyAbandoned
+)
+
+// FailureOf says why err, returned by ReadRequest for r, ended the reading.
+func FailureOf(r *http.Request, err error) ReadFailure {
+	var maxErr *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, ErrTooLarge) || errors.As(err, &maxErr):
+		return BodyTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return BodyTooSlow
+	case r.Context().Err() != nil:
+		return BodyAbandoned
+	}
+	return BodyUnreadable
+}

@@ -2,13 +2,16 @@ package limits
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func TestReadAll(t *testing.T) {
@@ -321,4 +324,69 @@ func FuzzReadAll(f *testing.F) {
 		b.Release()
 		_ = b.Close()
 	})
+}
+
+// deadlineWriter is a ResponseWriter wrapped around a connection that takes
+// read deadlines, as Caddy's wrapped writers are.
+type deadlineWriter struct {
+	http.ResponseWriter
+	deadlines []time.Time
+}
+
+func (d *deadlineWriter) SetReadDeadline(t time.Time) error {
+	d.deadlines = append(d.deadlines, t)
+	return nil
+}
+
+type wrapped struct{ http.ResponseWriter }
+
+func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// TestReadRequest: the deadline is set on the connection under the
+// wrappers and lifted once the body is in, kept after an error; every
+// error is told apart by FailureOf.
+func TestReadRequest(t *testing.T) {
+	deadline := time.Now().Add(time.Minute)
+	conn := &deadlineWriter{}
+	r, _ := http.NewRequest(http.MethodPost, "/", strings.NewReader("hello"))
+	var tee bytes.Buffer
+	body, err := ReadRequest(wrapped{conn}, r, 10, deadline, &tee)
+	if err != nil || string(body.Bytes()) != "hello" || tee.String() != "hello" {
+		t.Fatalf("read %q, tee %q, %v", body.Bytes(), tee.String(), err)
+	}
+	body.Release()
+	if len(conn.deadlines) != 2 || !conn.deadlines[0].Equal(deadline) || !conn.deadlines[1].IsZero() {
+		t.Errorf("deadlines %v, want the deadline then none", conn.deadlines)
+	}
+	conn.deadlines = nil
+	r, _ = http.NewRequest(http.MethodPost, "/", strings.NewReader("hello, world"))
+	if _, err := ReadRequest(conn, r, 10, deadline, nil); FailureOf(r, err) != BodyTooLarge || len(conn.deadlines) != 1 {
+		t.Errorf("over the limit: %v, deadlines %v", err, conn.deadlines)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone, _ := http.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+	live, _ := http.NewRequest(http.MethodPost, "/", nil)
+	for _, c := range []struct {
+		r    *http.Request
+		err  error
+		want ReadFailure
+	}{
+		{live, ErrTooLarge, BodyTooLarge},
+		{live, &http.MaxBytesError{Limit: 1}, BodyTooLarge},
+		{live, fmt.Errorf("reading: %w", timeoutError{}), BodyTooSlow},
+		{gone, io.ErrUnexpectedEOF, BodyAbandoned},
+		{live, io.ErrUnexpectedEOF, BodyUnreadable},
+	} {
+		if got := FailureOf(c.r, c.err); got != c.want {
+			t.Errorf("FailureOf(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
 }

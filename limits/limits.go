@@ -1,7 +1,8 @@
 // Package limits holds the bounded buffering behind servicegate's module
 // limits: reading a request body whole within a limit, with memory that
 // grows with the bytes received and never with the bytes promised (Body,
-// ReadBody), buffering an HTTP response up to a limit before any of it is
+// ReadBody), under the read deadline of its connection (ReadRequest),
+// buffering an HTTP response up to a limit before any of it is
 // sent, in memory (ResponseBuffer) or beyond a size on disk (SpillBuffer),
 // and naming sizes and durations for the person who reads a refusal in
 // the service's UI. Large bodies and answers are held outside the Go heap,
