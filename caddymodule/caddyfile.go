@@ -204,7 +204,7 @@ func intTo(dst *int, min int) func(d *caddyfile.Dispenser) error {
 }
 
 // maxSize is the largest size a servicegate directive accepts: 1 TB as
-// the service counts (1 KB = 1024 bytes), which limits.Limit would write
+// the service counts (1 KB = 1024 bytes), which limits.LimitName would write
 // as 1024 GB.
 const (
 	maxSize     = 1 << 40
