@@ -148,7 +148,7 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	h.logger = ctx.Logger()
+	h.logger = ctx.Logger(h) // its own name, also when service_app provisions it itself
 	if err := h.resolveConfig(); err != nil {
 		return err
 	}
