@@ -128,10 +128,7 @@ type prefix struct {
 // New returns a router with no routes.
 func New(cfg Config) *Router {
 	if cfg.Refuse == nil {
-		cfg.Refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
-			respond.Error(w, status, message)
-			return nil
-		}
+		cfg.Refuse = respond.Refuse
 	}
 	return &Router{cfg: cfg, exact: map[string]Handler{}, modules: map[string]module{}}
 }
@@ -184,9 +181,9 @@ func (rt *Router) Public(match func(*http.Request) bool) { rt.public = match }
 // Guard sets the route of every other request.
 func (rt *Router) Guard(g Guard) { rt.guard = g }
 
-// Routes tells whether path is routed as it is: an exact path, a module
+// Takes tells whether path has a route of its own: an exact path, a module
 // url in any spelling, or the descriptor's path.
-func (rt *Router) Routes(path string) bool {
+func (rt *Router) Takes(path string) bool {
 	_, exact := rt.exact[path]
 	_, module := rt.modules[urlpath.Canonical(path)]
 	return exact || module || (rt.descriptor != nil && path == rt.descPath)

@@ -76,7 +76,7 @@ func TestRouterRoutes(t *testing.T) {
 			t.Errorf("%s: handlers %q, app got %q, status %d", c.path, got, app.paths, w.Code)
 		}
 	}
-	if !rt.Routes("/HOOKS/events") || !rt.Routes("/manifest.json") || rt.Routes("/api/x") {
+	if !rt.Takes("/HOOKS/events") || !rt.Takes("/manifest.json") || rt.Takes("/api/x") {
 		t.Error("Routes does not tell the routed paths")
 	}
 }

@@ -470,7 +470,11 @@ func (a *ServiceApp) descriptorBody(r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.desc.Filled(origin, a.clientID)
+	body, err := a.desc.Filled(origin, a.clientID)
+	if err != nil {
+		return nil, caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	return body, nil
 }
 
 // moduleLoader loads a handler of service_app's routes: the Caddy module

@@ -107,7 +107,7 @@ func (a *ServiceApp) provisionHealth(ctx caddy.Context, f *appRouting) error {
 	hc.Checker.Queues = health.QueuesOf(queues)
 	if a.Health != "off" {
 		hc.Path = cmp.Or(a.Health, appDefaultHealthPath)
-		if f.router.Routes(hc.Path) || (f.spillPath != "" && strings.HasPrefix(hc.Path, f.spillPath)) {
+		if f.router.Takes(hc.Path) || (f.spillPath != "" && strings.HasPrefix(hc.Path, f.spillPath)) {
 			return fmt.Errorf("service_app: the health check's path %s is also a path of the app: choose another with health <path>, or turn it off with health off", hc.Path)
 		}
 		f.router.Health(hc.Path, serveHealth(hc))

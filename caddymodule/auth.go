@@ -140,7 +140,7 @@ func (ServiceAuth) CaddyModule() caddy.ModuleInfo {
 // Provision resolves placeholders in the secrets and settings, loads the
 // key and builds the request pipeline.
 func (a *ServiceAuth) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger()
+	a.logger = ctx.Logger(a) // its own name, also when service_app provisions it itself
 	a.counters = newAuthCounters(ctx.GetMetricsRegistry())
 	if err := a.checkKeySources(); err != nil {
 		return err

@@ -87,7 +87,7 @@ func (ServiceLimits) CaddyModule() caddy.ModuleInfo {
 // Provision fills in the defaults and registers the metrics.
 func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 	wireForServiceApp(ctx, l)
-	l.logger = ctx.Logger()
+	l.logger = ctx.Logger(l) // its own name, also when service_app provisions it itself
 	l.MaxRequestSize = cmp.Or(l.MaxRequestSize, modulecall.DefaultMaxSize)
 	l.MaxResponseSize = cmp.Or(l.MaxResponseSize, modulecall.DefaultMaxSize)
 	l.Timeout = cmp.Or(l.Timeout, caddy.Duration(modulecall.DefaultTimeout))

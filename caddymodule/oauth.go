@@ -167,7 +167,7 @@ func (ServiceOAuth) CaddyModule() caddy.ModuleInfo {
 // store.
 func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 	wireForServiceApp(ctx, m)
-	m.logger = ctx.Logger()
+	m.logger = ctx.Logger(m) // its own name, also when service_app provisions it itself
 	m.events = newOAuthEvents(ctx.GetMetricsRegistry())
 	repl := caddy.NewReplacer()
 	secret, err := resolveSecret("service_oauth: client_secret", m.ClientSecret)

@@ -126,9 +126,10 @@ type ServiceSubscription struct {
 	client      *subscription.Client
 	shared      *cluster.Subscriptions // nil without the servicegate app
 	logger      *zap.Logger
-	// check is the request pipeline's config, filled in by Provision; a
-	// test may set its clock (Now) before.
-	check   subscription.HandlerConfig
+	// now is the clock the expires dates are read by: time.Now unless a
+	// test sets one before Provision.
+	now     func() time.Time
+	check   subscription.HandlerConfig // the request pipeline's config
 	handler *subscription.Handler
 }
 
@@ -148,7 +149,7 @@ func (h *ServiceSubscription) Provision(ctx caddy.Context) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	h.logger = ctx.Logger()
+	h.logger = ctx.Logger(h) // its own name, also when service_app provisions it itself
 	if err := h.resolveConfig(); err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func (h *ServiceSubscription) takeCache() error {
 	if h.cacheKey <= 0 {
 		h.cacheKey = defaultSubscriptionCacheSize
 	}
-	size, now := h.cacheKey, h.check.Now
+	size, now := h.cacheKey, h.now
 	v, _, err := subscriptionCaches.LoadOrNew(size, func() (caddy.Destructor, error) {
 		return subscriptionSharedCache{subscription.NewCache(size, now)}, nil
 	})
@@ -233,7 +234,7 @@ func (h *ServiceSubscription) newHandler() error {
 		StaleGrace:      time.Duration(h.StaleGrace),
 		Cache:           h.cache,
 		Client:          h.client,
-		Now:             h.check.Now,
+		Now:             h.now,
 		Challenge:       token.Challenge(h.Realm),
 		Refuse:          refuse,
 		PaymentRequired: writePaymentRequired,

@@ -392,7 +392,7 @@ func TestSubscriptionStaleGrace(t *testing.T) {
 	// A cache size of its own: a new cache reads the clock of the config
 	// that makes it.
 	h := &ServiceSubscription{AppIdentifier: "my-app", BaseURL: svc.URL, OnError: "stale", StaleGrace: caddy.Duration(10 * time.Minute), CacheSize: 7}
-	h.check.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	h.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	provisionSubscription(t, h)
 	serve := func() int {
 		rec := httptest.NewRecorder()

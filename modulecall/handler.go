@@ -207,10 +207,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	h := &Handler{cfg: cfg, refuse: cfg.Refuse, fail: cfg.Fail, report: cfg.Report, log: cfg.Logger, mode: cmp.Or(cfg.Mode, ModeEnforce)}
 	if h.refuse == nil {
-		h.refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
-			respond.Error(w, status, message)
-			return nil
-		}
+		h.refuse = respond.Refuse
 	}
 	if h.fail == nil {
 		h.fail = func(_ int, err error) error { return err }

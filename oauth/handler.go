@@ -206,10 +206,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		return nil, fmt.Errorf("the state cookie (name %q, path %q) is not valid: %w", h.stateCookie, cfg.CallbackPath, err)
 	}
 	if h.refuse == nil {
-		h.refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
-			respond.Error(w, status, message)
-			return nil
-		}
+		h.refuse = respond.Refuse
 	}
 	if h.report == nil {
 		h.report = func(Event, error) {}

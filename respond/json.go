@@ -44,6 +44,14 @@ func Error(w http.ResponseWriter, status int, message string) {
 	JSON(w, status, ErrorJSON(message))
 }
 
+// Refuse answers with status and a JSON error holding message, and
+// returns nil: the refusal the request pipelines use when their caller
+// gives none of its own.
+func Refuse(w http.ResponseWriter, _ *http.Request, status int, message string) error {
+	Error(w, status, message)
+	return nil
+}
+
 // JSON writes a complete JSON answer that no cache keeps, with the
 // Content-Type ContentTypeJSON. body is encoded JSON; a final newline is
 // added when it has none.

@@ -207,10 +207,7 @@ func NewHandler(c HandlerConfig) (*Handler, error) {
 		c.Challenge = token.Challenge("")
 	}
 	if c.Refuse == nil {
-		c.Refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
-			respond.Error(w, status, message)
-			return nil
-		}
+		c.Refuse = respond.Refuse
 	}
 	if c.PaymentRequired == nil {
 		c.PaymentRequired = WritePaymentRequired

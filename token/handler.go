@@ -165,10 +165,7 @@ func NewHandler(c HandlerConfig) (*Handler, error) {
 		c.Challenge = Challenge("")
 	}
 	if c.Refuse == nil {
-		c.Refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
-			respond.Error(w, status, message)
-			return nil
-		}
+		c.Refuse = respond.Refuse
 	}
 	if c.Report == nil {
 		c.Report = func(*http.Request, Outcome, Refusal) {}
