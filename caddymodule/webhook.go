@@ -21,10 +21,6 @@ import (
 	"github.com/servicegate/servicegate/webhook"
 )
 
-// defaultWebhookMaxSize is the 5 MB limit of the service's app endpoints,
-// read as 5 MiB.
-const defaultWebhookMaxSize = 5 << 20
-
 // defaultSecretsPoll is how often the secrets file is checked for changes.
 const defaultSecretsPoll = 2 * time.Second
 
@@ -135,7 +131,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	m.logger = ctx.Logger()
 	m.outcomes = newWebhookOutcomes(ctx.GetMetricsRegistry())
 	if m.MaxSize == 0 {
-		m.MaxSize = defaultWebhookMaxSize
+		m.MaxSize = limits.DefaultMaxSize
 	}
 	if m.ReadTimeout == 0 {
 		m.ReadTimeout = caddy.Duration(defaultWebhookReadTimeout)

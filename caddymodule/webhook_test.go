@@ -25,6 +25,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/servicegate/servicegate/limits"
 )
 
 // hmacHex signs like the service, with the standard library only (not the
@@ -396,7 +398,7 @@ func TestWebhookProvisionAndValidate(t *testing.T) {
 	t.Setenv("SERVICEGATE_TEST_WEBHOOK_SECRET", appSecret)
 	m := ServiceWebhook{Secrets: []string{"{env.SERVICEGATE_TEST_WEBHOOK_SECRET}"}}
 	provisionWebhook(t, &m)
-	if m.MaxSize != defaultWebhookMaxSize {
+	if m.MaxSize != limits.DefaultMaxSize {
 		t.Fatalf("default max_size %d", m.MaxSize)
 	}
 	if m.ReadTimeout != caddy.Duration(10*time.Second) {
@@ -527,7 +529,7 @@ func BenchmarkWebhookHandler1KiBEvents(b *testing.B) {
 // the one copy of the body the handler holds (too large to be pooled).
 func BenchmarkWebhookHandler5MiB(b *testing.B) {
 	benchmarkHandlerBody(b, ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}},
-		bytes.Repeat([]byte{'x'}, defaultWebhookMaxSize))
+		bytes.Repeat([]byte{'x'}, limits.DefaultMaxSize))
 }
 
 func benchmarkHandler(b *testing.B, m ServiceWebhook) {
