@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/servicegate/servicegate/limits"
+	"github.com/servicegate/servicegate/webhook"
 )
 
 // hmacHex signs like the service, with the standard library only (not the
@@ -65,6 +66,7 @@ func provisionWebhook(t testing.TB, m *ServiceWebhook) *observer.ObservedLogs {
 	t.Cleanup(func() { _ = m.Cleanup() })
 	core, logs := observer.New(zapcore.DebugLevel)
 	m.logger = zap.New(core)
+	m.newHandler()
 	return logs
 }
 
@@ -88,7 +90,7 @@ func (a *recordingApp) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func counterValue(t testing.TB, outcome webhookOutcome) float64 {
+func counterValue(t testing.TB, outcome webhook.Outcome) float64 {
 	t.Helper()
 	var m dto.Metric
 	if err := webhookDeliveries.WithLabelValues(outcome.String()).Write(&m); err != nil {
@@ -112,56 +114,56 @@ func TestWebhookServeHTTP(t *testing.T) {
 		unknownLen bool // sent without Content-Length
 		header     map[string][]string
 		status     int
-		outcome    webhookOutcome
+		outcome    webhook.Outcome
 	}{
 		{"hex signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, webhook.Accepted},
 		{"base64url with prefix, unknown length", ServiceWebhook{Secrets: []string{appSecret}}, delivery, true,
-			map[string][]string{"X-Service-Signature": {"sha256=" + hmacBase64URL(appSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {"sha256=" + hmacBase64URL(appSecret, delivery)}}, 204, webhook.Accepted},
 		{"rotation: the new secret", ServiceWebhook{Secrets: []string{appSecret, nextSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(nextSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(nextSecret, delivery)}}, 204, webhook.Accepted},
 		{"empty body signed", ServiceWebhook{Secrets: []string{appSecret}}, nil, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, nil)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, nil)}}, 204, webhook.Accepted},
 		{"missing signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			nil, 401, outcomeMissingSignature},
+			nil, 401, webhook.MissingSignature},
 		{"empty signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {""}}, 401, outcomeMissingSignature},
+			map[string][]string{"X-Service-Signature": {""}}, 401, webhook.MissingSignature},
 		{"malformed signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)[:40]}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)[:40]}}, 401, webhook.BadSignature},
 		{"repeated signature header", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery), hmacHex(appSecret, delivery)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery), hmacHex(appSecret, delivery)}}, 401, webhook.BadSignature},
 		{"tampered body", ServiceWebhook{Secrets: []string{appSecret}}, tampered, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 401, webhook.BadSignature},
 		{"unknown secret", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}}, 401, webhook.BadSignature},
 		{"repeated organization header", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Service-Id": {"1", "2"}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Service-Id": {"1", "2"}}, 401, webhook.BadSignature},
 		{"over max_size by Content-Length", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}, big, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, outcomeTooLarge},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, webhook.TooLarge},
 		{"over max_size while reading", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}, big, true,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, outcomeTooLarge},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, webhook.TooLarge},
 		{"size is checked before the signature", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}, big, false,
-			nil, 413, outcomeTooLarge},
+			nil, 413, webhook.TooLarge},
 		{"exactly max_size", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 2048}, big, true,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 204, webhook.Accepted},
 		{"module key allowed", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"a", "events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook"}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook"}}, 204, webhook.Accepted},
 		{"module key not allowed", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"other"}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"other"}}, 403, webhook.Forbidden},
 		{"module key missing", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, webhook.Forbidden},
 		{"module key repeated", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook", "events-hook"}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook", "events-hook"}}, 403, webhook.Forbidden},
 		{"module key checked after the signature", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}, "X-Module-Key": {"other"}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}, "X-Module-Key": {"other"}}, 401, webhook.BadSignature},
 		{"events allowed", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated", "project.approved"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, webhook.Accepted},
 		{"one event not allowed", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, webhook.Forbidden},
 		{"event outside the list", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}, other, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, other)}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, other)}}, 403, webhook.Forbidden},
 		{"events checked after the signature", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"x"}}, other, false,
-			map[string][]string{"X-Service-Signature": {hmacHex("guess", other)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex("guess", other)}}, 401, webhook.BadSignature},
 	}
 	for _, shape := range []string{``, `[]`, `{}`, `{"events":null}`, `{"events":[]}`, `{"events":{}}`, `{"events":[1]}`,
 		`{"events":[{}]}`, `{"events":[{"event":1}]}`, `{"events":[{"event":null}]}`, `{"events":[{"event":"project.translated"}]`, `not json`,
@@ -177,9 +179,9 @@ func TestWebhookServeHTTP(t *testing.T) {
 			unknownLen bool
 			header     map[string][]string
 			status     int
-			outcome    webhookOutcome
+			outcome    webhook.Outcome
 		}{"bad shape " + shape, ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}, body, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, body)}}, 400, outcomeBadBody})
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, body)}}, 400, webhook.BadBody})
 	}
 
 	for _, tt := range tests {
@@ -539,6 +541,7 @@ func benchmarkHandler(b *testing.B, m ServiceWebhook) {
 func benchmarkHandlerBody(b *testing.B, m ServiceWebhook, body []byte) {
 	provisionWebhook(b, &m)
 	m.logger = zap.NewNop()
+	m.newHandler()
 	sig := hmacHex(appSecret, body)
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		_, err := io.Copy(io.Discard, r.Body)
