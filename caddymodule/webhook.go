@@ -169,19 +169,21 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
-	m.newHandler()
-	return nil
+	return m.newHandler()
 }
 
 // newHandler makes the pipeline of the provisioned settings, logging to
 // m.logger and handing verified deliveries to the queue when there is one.
-func (m *ServiceWebhook) newHandler() {
+func (m *ServiceWebhook) newHandler() (err error) {
 	cfg := webhook.HandlerConfig{Checker: &m.check, MaxSize: m.MaxSize, ReadTimeout: time.Duration(m.ReadTimeout),
 		Refuse: refuse, Report: m.outcomes.inc, Logger: m.logger}
 	if m.queue != nil {
 		cfg.Enqueue = m.enqueue
 	}
-	m.handler = webhook.NewHandler(cfg)
+	if m.handler, err = webhook.NewHandler(cfg); err != nil {
+		return fmt.Errorf("service_webhook: %w", err)
+	}
+	return nil
 }
 
 // Validate checks that a delivery can pass at all.

@@ -66,7 +66,9 @@ func provisionWebhook(t testing.TB, m *ServiceWebhook) *observer.ObservedLogs {
 	t.Cleanup(func() { _ = m.Cleanup() })
 	core, logs := observer.New(zapcore.DebugLevel)
 	m.logger = zap.New(core)
-	m.newHandler()
+	if err := m.newHandler(); err != nil {
+		t.Fatal(err)
+	}
 	return logs
 }
 
@@ -541,7 +543,9 @@ func benchmarkHandler(b *testing.B, m ServiceWebhook) {
 func benchmarkHandlerBody(b *testing.B, m ServiceWebhook, body []byte) {
 	provisionWebhook(b, &m)
 	m.logger = zap.NewNop()
-	m.newHandler()
+	if err := m.newHandler(); err != nil {
+		b.Fatal(err)
+	}
 	sig := hmacHex(appSecret, body)
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		_, err := io.Copy(io.Discard, r.Body)

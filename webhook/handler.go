@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"cmp"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -131,9 +132,13 @@ type Handler struct {
 	expectedEvents []string
 }
 
-// NewHandler fills in the defaults of cfg and returns its Handler. Limits
-// set are taken as they are: checking them is the caller's.
-func NewHandler(cfg HandlerConfig) *Handler {
+// NewHandler checks that cfg has a Checker, fills in its defaults and
+// returns its Handler. Limits set are taken as they are: checking them is
+// the caller's.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	if cfg.Checker == nil {
+		return nil, errors.New("a webhook Handler needs a Checker")
+	}
 	cfg.MaxSize = cmp.Or(cfg.MaxSize, limits.DefaultMaxSize)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
 	if cfg.Refuse == nil {
@@ -155,7 +160,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 		tooSlow: Refusal{http.StatusRequestTimeout, ReasonSlowBody,
 			"The delivery did not arrive in full within " + limits.DurationName(cfg.ReadTimeout) + ". Send it again."},
 		expectedEvents: cfg.Checker.Events.Names(),
-	}
+	}, nil
 }
 
 // Serve checks a delivery and hands it on, to Enqueue when set, else to

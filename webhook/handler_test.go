@@ -52,7 +52,10 @@ func TestHandlerWithoutCaddy(t *testing.T) {
 			if tt.enqueue {
 				cfg.Enqueue = enqueue
 			}
-			h := NewHandler(cfg)
+			h, err := NewHandler(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
 			queued = nil
 			var got []byte
 			next := nextFunc(func(w http.ResponseWriter, r *http.Request) error {
@@ -83,6 +86,12 @@ func TestHandlerWithoutCaddy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestHandlerNeedsAChecker(t *testing.T) {
+	if h, err := NewHandler(HandlerConfig{}); err == nil || h != nil {
+		t.Fatalf("NewHandler without a Checker returned %v, %v", h, err)
 	}
 }
 
