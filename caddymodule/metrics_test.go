@@ -41,7 +41,7 @@ func TestOutcomeCountersOfEveryHandler(t *testing.T) {
 		outcomeMetricOf("service_limits", limitsRequests, limitsOutcomeNames[:],
 			func(reg prometheus.Registerer) limitsCounters { return *registerLimitsMetrics(reg) }),
 		outcomeMetricOf("service_oauth", oauthEventsTotal, oauthEventNames[:], newOAuthEvents, oauth.SessionUnavailable, oauth.LoginUnavailable),
-		outcomeMetricOf("service_webhook", webhookDeliveries, outcomeNames[:], newWebhookOutcomes),
+		outcomeMetricOf("service_webhook", webhookDeliveries, webhookOutcomeNames[:], newWebhookOutcomes),
 		outcomeMetricOf("service_subscription", subscriptionQueries, subscriptionQueryNames[:],
 			func(reg prometheus.Registerer) outcomeCounters[subscriptionQuery] {
 				registerSubscriptionMetrics(reg)

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,22 +16,12 @@ import (
 
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/queue"
-	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/signature"
-	"github.com/servicegate/servicegate/spans"
 	"github.com/servicegate/servicegate/webhook"
 )
 
-// defaultWebhookMaxSize is the 5 MB limit of the service's app endpoints,
-// read as 5 MiB.
-const defaultWebhookMaxSize = 5 << 20
-
 // defaultSecretsPoll is how often the secrets file is checked for changes.
 const defaultSecretsPoll = 2 * time.Second
-
-// defaultWebhookReadTimeout is how long a delivery's body may take to
-// arrive.
-const defaultWebhookReadTimeout = 10 * time.Second
 
 // ServiceWebhook verifies the service's webhook deliveries before the app
 // sees them: the X-Service-Signature header must be the HMAC-SHA256 of the
@@ -38,8 +29,8 @@ const defaultWebhookReadTimeout = 10 * time.Second
 // max_size, within read_timeout), checks the signature, then the
 // organization headers, the module key and the events, and passes the very
 // same bytes and headers on (less an organization header the signature
-// does not vouch for). A refused delivery never reaches the app. The checks
-// are those of package webhook.
+// does not vouch for). A refused delivery never reaches the app. The
+// pipeline is webhook.Handler's.
 //
 // Order of checks: size (413), body arrival (408), signature (401),
 // organization headers and module key (403), body shape (400) and events
@@ -99,12 +90,11 @@ type ServiceWebhook struct {
 	Queue *WebhookQueue `json:"queue,omitempty"`
 
 	check    webhook.Checker
+	handler  *webhook.Handler
 	outcomes webhookOutcomes
 	logger   *zap.Logger
 	stop     context.CancelFunc
 	watching chan struct{}    // closed when the watching goroutine ends
-	tooLarge string           // the 413 message, made once
-	tooSlow  string           // the 408 message, made once
 	queue    queue.Deliveries // nil without Queue
 	queueKey string
 	queueTo  string
@@ -134,14 +124,8 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	wireForServiceApp(ctx, m)
 	m.logger = ctx.Logger()
 	m.outcomes = newWebhookOutcomes(ctx.GetMetricsRegistry())
-	if m.MaxSize == 0 {
-		m.MaxSize = defaultWebhookMaxSize
-	}
-	if m.ReadTimeout == 0 {
-		m.ReadTimeout = caddy.Duration(defaultWebhookReadTimeout)
-	}
-	m.tooLarge = "The delivery is larger than the " + limits.LimitName(m.MaxSize) + " this endpoint accepts."
-	m.tooSlow = "The delivery did not arrive in full within " + limits.DurationName(time.Duration(m.ReadTimeout)) + ". Send it again."
+	m.MaxSize = cmp.Or(m.MaxSize, limits.DefaultMaxSize)
+	m.ReadTimeout = cmp.Or(m.ReadTimeout, caddy.Duration(webhook.DefaultReadTimeout))
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
@@ -181,7 +165,23 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 		}()
 	}
 	if m.Queue != nil {
-		return m.provisionQueue(ctx)
+		if err := m.provisionQueue(ctx); err != nil {
+			return err
+		}
+	}
+	return m.newHandler()
+}
+
+// newHandler makes the pipeline of the provisioned settings, logging to
+// m.logger and handing verified deliveries to the queue when there is one.
+func (m *ServiceWebhook) newHandler() (err error) {
+	cfg := webhook.HandlerConfig{Checker: &m.check, MaxSize: m.MaxSize, ReadTimeout: time.Duration(m.ReadTimeout),
+		Refuse: refuse, Report: m.outcomes.inc, Logger: m.logger}
+	if m.queue != nil {
+		cfg.Enqueue = m.enqueue
+	}
+	if m.handler, err = webhook.NewHandler(cfg); err != nil {
+		return fmt.Errorf("service_webhook: %w", err)
 	}
 	return nil
 }
@@ -229,91 +229,10 @@ func (m *ServiceWebhook) Cleanup() error {
 	return m.cleanupQueue()
 }
 
-// ServeHTTP checks a delivery with package webhook and passes it on, or
-// refuses it. The headers are checked before the body is read: a
-// delivery that cannot pass is refused without reading it.
-func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) (err error) {
-	_, span := spans.Start(r.Context(), "servicegate.webhook.check")
-	defer func() { endCheck(span, err) }() // a refusal marks the check failed
-	if r.ContentLength > m.MaxSize {
-		return m.refuseTooLarge(w, r)
-	}
-	d, refusal := m.check.CheckHeaders(r.Header)
-	if refusal != nil {
-		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
-	}
-	// The whole delivery, written to the signature's MACs as it arrives,
-	// within max_size and read_timeout.
-	body, err := limits.ReadRequest(w, r, m.MaxSize, time.Now().Add(time.Duration(m.ReadTimeout)), d.Writer())
-	if err != nil {
-		d.Release()
-		return m.refuseUnread(w, r, err)
-	}
-	defer body.Release()
-	if refusal := m.check.CheckBody(&d, r.Header, body.Bytes()); refusal != nil {
-		body.Close()
-		return m.refuse(w, r, outcomeOf(refusal.Reason), refusal.Status, refusal.Message)
-	}
-	m.outcomes.inc(outcomeAccepted)
-	span.End()
-	if m.queue != nil {
-		err := m.enqueue(w, r, body.Bytes())
-		body.Close()
-		return err
-	}
-	n := int64(body.Len())
-	if n == 0 {
-		body.Close()
-		r.Body = http.NoBody
-	} else {
-		r.Body = body
-	}
-	r.ContentLength = n
-	r.TransferEncoding = nil
-	return next.ServeHTTP(w, r)
-}
-
-// refuseUnread answers a delivery whose body could not be read in full.
-func (m *ServiceWebhook) refuseUnread(w http.ResponseWriter, r *http.Request, err error) error {
-	switch limits.FailureOf(r, err) {
-	case limits.BodyTooLarge:
-		return m.refuseTooLarge(w, r)
-	case limits.BodyTooSlow:
-		return m.refuse(w, r, outcomeSlowBody, http.StatusRequestTimeout, m.tooSlow)
-	}
-	m.logger.Debug("webhook delivery could not be read", zap.Error(err))
-	return m.refuse(w, r, outcomeUnreadable, http.StatusBadRequest, "The delivery could not be read in full. Send it again.")
-}
-
-// outcomeOf is the metrics outcome of a reason of package webhook.
-func outcomeOf(r webhook.Reason) webhookOutcome {
-	switch r {
-	case webhook.ReasonMissingSignature:
-		return outcomeMissingSignature
-	case webhook.ReasonForbidden:
-		return outcomeForbidden
-	case webhook.ReasonBadBody:
-		return outcomeBadBody
-	}
-	return outcomeBadSignature
-}
-
-func (m *ServiceWebhook) refuseTooLarge(w http.ResponseWriter, r *http.Request) error {
-	return m.refuse(w, r, outcomeTooLarge, http.StatusRequestEntityTooLarge, m.tooLarge)
-}
-
-// refuse counts and answers a refused delivery. Only the outcome and
-// status are logged: never a header value or the body.
-func (m *ServiceWebhook) refuse(w http.ResponseWriter, r *http.Request, outcome webhookOutcome, status int, message string) error {
-	m.outcomes.inc(outcome)
-	if ce := m.logger.Check(zap.DebugLevel, "webhook delivery refused"); ce != nil {
-		// Why, and what this endpoint expects; the module key received
-		// is a name, not a secret. Never the signature or the body.
-		ce.Write(zap.String("outcome", outcome.String()), zap.Int("status", status), zap.String("reason", message),
-			zap.Strings("expected_module_keys", m.ModuleKeys), zap.Strings("expected_events", m.Events),
-			zap.String("module_key", respond.Quote(r.Header.Get("X-Module-Key"))))
-	}
-	return refuse(w, r, status, message)
+// ServeHTTP hands the delivery to webhook.Handler, which passes it on (to
+// the queue when there is one) or refuses it.
+func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	return m.handler.Serve(w, r, next)
 }
 
 // Interface guards.

@@ -25,6 +25,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/servicegate/servicegate/limits"
+	"github.com/servicegate/servicegate/webhook"
 )
 
 // hmacHex signs like the service, with the standard library only (not the
@@ -63,6 +66,9 @@ func provisionWebhook(t testing.TB, m *ServiceWebhook) *observer.ObservedLogs {
 	t.Cleanup(func() { _ = m.Cleanup() })
 	core, logs := observer.New(zapcore.DebugLevel)
 	m.logger = zap.New(core)
+	if err := m.newHandler(); err != nil {
+		t.Fatal(err)
+	}
 	return logs
 }
 
@@ -86,7 +92,7 @@ func (a *recordingApp) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func counterValue(t testing.TB, outcome webhookOutcome) float64 {
+func counterValue(t testing.TB, outcome webhook.Outcome) float64 {
 	t.Helper()
 	var m dto.Metric
 	if err := webhookDeliveries.WithLabelValues(outcome.String()).Write(&m); err != nil {
@@ -110,56 +116,56 @@ func TestWebhookServeHTTP(t *testing.T) {
 		unknownLen bool // sent without Content-Length
 		header     map[string][]string
 		status     int
-		outcome    webhookOutcome
+		outcome    webhook.Outcome
 	}{
 		{"hex signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, webhook.Accepted},
 		{"base64url with prefix, unknown length", ServiceWebhook{Secrets: []string{appSecret}}, delivery, true,
-			map[string][]string{"X-Service-Signature": {"sha256=" + hmacBase64URL(appSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {"sha256=" + hmacBase64URL(appSecret, delivery)}}, 204, webhook.Accepted},
 		{"rotation: the new secret", ServiceWebhook{Secrets: []string{appSecret, nextSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(nextSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(nextSecret, delivery)}}, 204, webhook.Accepted},
 		{"empty body signed", ServiceWebhook{Secrets: []string{appSecret}}, nil, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, nil)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, nil)}}, 204, webhook.Accepted},
 		{"missing signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			nil, 401, outcomeMissingSignature},
+			nil, 401, webhook.MissingSignature},
 		{"empty signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {""}}, 401, outcomeMissingSignature},
+			map[string][]string{"X-Service-Signature": {""}}, 401, webhook.MissingSignature},
 		{"malformed signature", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)[:40]}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)[:40]}}, 401, webhook.BadSignature},
 		{"repeated signature header", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery), hmacHex(appSecret, delivery)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery), hmacHex(appSecret, delivery)}}, 401, webhook.BadSignature},
 		{"tampered body", ServiceWebhook{Secrets: []string{appSecret}}, tampered, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 401, webhook.BadSignature},
 		{"unknown secret", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}}, 401, webhook.BadSignature},
 		{"repeated organization header", ServiceWebhook{Secrets: []string{appSecret}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Service-Id": {"1", "2"}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Service-Id": {"1", "2"}}, 401, webhook.BadSignature},
 		{"over max_size by Content-Length", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}, big, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, outcomeTooLarge},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, webhook.TooLarge},
 		{"over max_size while reading", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}, big, true,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, outcomeTooLarge},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 413, webhook.TooLarge},
 		{"size is checked before the signature", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 1024}, big, false,
-			nil, 413, outcomeTooLarge},
+			nil, 413, webhook.TooLarge},
 		{"exactly max_size", ServiceWebhook{Secrets: []string{appSecret}, MaxSize: 2048}, big, true,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, big)}}, 204, webhook.Accepted},
 		{"module key allowed", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"a", "events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook"}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook"}}, 204, webhook.Accepted},
 		{"module key not allowed", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"other"}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"other"}}, 403, webhook.Forbidden},
 		{"module key missing", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, webhook.Forbidden},
 		{"module key repeated", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook", "events-hook"}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}, "X-Module-Key": {"events-hook", "events-hook"}}, 403, webhook.Forbidden},
 		{"module key checked after the signature", ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}, "X-Module-Key": {"other"}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex("guess", delivery)}, "X-Module-Key": {"other"}}, 401, webhook.BadSignature},
 		{"events allowed", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated", "project.approved"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, outcomeAccepted},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 204, webhook.Accepted},
 		{"one event not allowed", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}, delivery, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, delivery)}}, 403, webhook.Forbidden},
 		{"event outside the list", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}, other, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, other)}}, 403, outcomeForbidden},
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, other)}}, 403, webhook.Forbidden},
 		{"events checked after the signature", ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"x"}}, other, false,
-			map[string][]string{"X-Service-Signature": {hmacHex("guess", other)}}, 401, outcomeBadSignature},
+			map[string][]string{"X-Service-Signature": {hmacHex("guess", other)}}, 401, webhook.BadSignature},
 	}
 	for _, shape := range []string{``, `[]`, `{}`, `{"events":null}`, `{"events":[]}`, `{"events":{}}`, `{"events":[1]}`,
 		`{"events":[{}]}`, `{"events":[{"event":1}]}`, `{"events":[{"event":null}]}`, `{"events":[{"event":"project.translated"}]`, `not json`,
@@ -175,9 +181,9 @@ func TestWebhookServeHTTP(t *testing.T) {
 			unknownLen bool
 			header     map[string][]string
 			status     int
-			outcome    webhookOutcome
+			outcome    webhook.Outcome
 		}{"bad shape " + shape, ServiceWebhook{Secrets: []string{appSecret}, Events: []string{"project.translated"}}, body, false,
-			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, body)}}, 400, outcomeBadBody})
+			map[string][]string{"X-Service-Signature": {hmacHex(appSecret, body)}}, 400, webhook.BadBody})
 	}
 
 	for _, tt := range tests {
@@ -396,7 +402,7 @@ func TestWebhookProvisionAndValidate(t *testing.T) {
 	t.Setenv("SERVICEGATE_TEST_WEBHOOK_SECRET", appSecret)
 	m := ServiceWebhook{Secrets: []string{"{env.SERVICEGATE_TEST_WEBHOOK_SECRET}"}}
 	provisionWebhook(t, &m)
-	if m.MaxSize != defaultWebhookMaxSize {
+	if m.MaxSize != limits.DefaultMaxSize {
 		t.Fatalf("default max_size %d", m.MaxSize)
 	}
 	if m.ReadTimeout != caddy.Duration(10*time.Second) {
@@ -527,7 +533,7 @@ func BenchmarkWebhookHandler1KiBEvents(b *testing.B) {
 // the one copy of the body the handler holds (too large to be pooled).
 func BenchmarkWebhookHandler5MiB(b *testing.B) {
 	benchmarkHandlerBody(b, ServiceWebhook{Secrets: []string{appSecret}, ModuleKeys: []string{"events-hook"}},
-		bytes.Repeat([]byte{'x'}, defaultWebhookMaxSize))
+		bytes.Repeat([]byte{'x'}, limits.DefaultMaxSize))
 }
 
 func benchmarkHandler(b *testing.B, m ServiceWebhook) {
@@ -537,6 +543,9 @@ func benchmarkHandler(b *testing.B, m ServiceWebhook) {
 func benchmarkHandlerBody(b *testing.B, m ServiceWebhook, body []byte) {
 	provisionWebhook(b, &m)
 	m.logger = zap.NewNop()
+	if err := m.newHandler(); err != nil {
+		b.Fatal(err)
+	}
 	sig := hmacHex(appSecret, body)
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		_, err := io.Copy(io.Discard, r.Body)

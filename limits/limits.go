@@ -20,6 +20,11 @@ import (
 	"time"
 )
 
+// DefaultMaxSize is the 5 MB limit the service sets on the bodies an app's
+// endpoints exchange (module calls each way, webhook deliveries), read as
+// 5 MiB.
+const DefaultMaxSize = 5 << 20
+
 // ErrTooLarge is returned when a body holds more bytes than its limit.
 var ErrTooLarge = errors.New("body larger than the size limit")
 

@@ -34,7 +34,7 @@ import (
 // 5 MiB (the service's own app SDK keeps its answers under 4.9 MiB for
 // it), and 2 minutes for the answer.
 const (
-	DefaultMaxSize = 5 << 20
+	DefaultMaxSize = limits.DefaultMaxSize
 	DefaultTimeout = 2 * time.Minute
 )
 

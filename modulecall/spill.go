@@ -51,7 +51,7 @@ type Spill struct {
 func (h *Handler) serveSpilled(w http.ResponseWriter, r *http.Request) (err error) {
 	_, span := spans.Start(r.Context(), "servicegate.spill.download")
 	status := 0 // of the refusal
-	defer func() { endRefused(span, status, err) }()
+	defer func() { span.EndRefused(status, err) }()
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
 		status = http.StatusMethodNotAllowed
@@ -99,7 +99,7 @@ func (h *Handler) serveSpilled(w http.ResponseWriter, r *http.Request) (err erro
 func (h *Handler) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits.SpillBuffer) (err error) {
 	_, span := spans.Start(r.Context(), "servicegate.spill.store")
 	status := 0 // of the refusal
-	defer func() { endRefused(span, status, err) }()
+	defer func() { span.EndRefused(status, err) }()
 	span.Int("servicegate.spill.answer_size", sb.Size())
 	s := h.cfg.Spill
 	base := s.BaseURL
@@ -153,20 +153,6 @@ func (h *Handler) spillAnswer(w http.ResponseWriter, r *http.Request, sb *limits
 	w.WriteHeader(sb.Status())
 	_, _ = w.Write(out.Bytes())
 	return nil
-}
-
-// endRefused ends the span of a spill step that did not pass the request
-// on (a refusal with status), marking it failed, with the status when
-// Refuse returned an error (for the server's error routes). On success the
-// step ends the span first, and this does nothing more.
-func endRefused(span spans.Span, status int, err error) {
-	if span.Recording() {
-		if err != nil {
-			span.Int("http.response.status_code", int64(status))
-		}
-		span.Fail("refused")
-	}
-	span.End()
 }
 
 // sweepExpired removes the expired payloads of store every so often (half

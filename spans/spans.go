@@ -85,6 +85,20 @@ func (s Span) Fail(reason string) {
 	}
 }
 
+// EndRefused ends the span of a check or step that refused its request
+// with status, marking it failed; the status is recorded when the refusal
+// was returned as err, for the server's error routes to answer. Work that
+// passes its request on ends its span first, and this does nothing more.
+func (s Span) EndRefused(status int, err error) {
+	if s.s != nil {
+		if err != nil {
+			s.Int("http.response.status_code", int64(status))
+		}
+		s.Fail("refused")
+		s.s.End()
+	}
+}
+
 // Inject puts the W3C trace context of ctx's span on h (traceparent, and
 // tracestate when there is one), replacing any already there, so that the
 // service or the app continues the trace. Without a valid span it leaves h

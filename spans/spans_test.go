@@ -2,9 +2,11 @@ package spans
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -68,6 +70,39 @@ func TestStartIsAChildOfTheRequestSpan(t *testing.T) {
 	want := "00-" + got.SpanContext().TraceID().String() + "-" + got.SpanContext().SpanID().String() + "-01"
 	if h.Get("Traceparent") != want {
 		t.Errorf("traceparent %q, want %q", h.Get("Traceparent"), want)
+	}
+}
+
+// A refusal marks the span failed; its status is recorded when it was
+// returned for the error routes, and a span already ended stays as it was.
+func TestEndRefused(t *testing.T) {
+	rec, _, ctx := recorder(t)
+	_, written := Start(ctx, "written")
+	written.EndRefused(http.StatusUnauthorized, nil)
+	_, returned := Start(ctx, "returned")
+	returned.EndRefused(http.StatusForbidden, errors.New("refused"))
+	_, passed := Start(ctx, "passed")
+	passed.End()
+	passed.EndRefused(0, nil)
+	Span{}.EndRefused(http.StatusForbidden, errors.New("refused"))
+
+	for _, s := range rec.Ended() {
+		var status int64
+		for _, kv := range s.Attributes() {
+			if kv.Key == "http.response.status_code" {
+				status = kv.Value.AsInt64()
+			}
+		}
+		want := map[string]struct {
+			failed bool
+			status int64
+		}{"written": {true, 0}, "returned": {true, 403}, "passed": {false, 0}}[s.Name()]
+		if failed := s.Status().Code == codes.Error; failed != want.failed || status != want.status {
+			t.Errorf("%s: failed %v with status %d, want %v with %d", s.Name(), failed, status, want.failed, want.status)
+		}
+	}
+	if n := len(rec.Ended()); n != 3 {
+		t.Errorf("%d spans ended, want 3", n)
 	}
 }
 

@@ -52,6 +52,9 @@ const (
 	ReasonBadSignature                       // 401: malformed, repeated, or matching no secret
 	ReasonForbidden                          // 403: organization headers, module key or event
 	ReasonBadBody                            // 400: not a delivery while events are checked
+	ReasonTooLarge                           // 413: over a Handler's MaxSize
+	ReasonSlowBody                           // 408: the body did not arrive within a Handler's ReadTimeout
+	ReasonUnreadable                         // 400: the body could not be read in full
 )
 
 // Refusal is a refused delivery: the status to answer and a message for

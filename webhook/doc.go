@@ -15,4 +15,10 @@
 //
 // Per-organization secrets come from a SecretsFile, which is re-read when
 // it changes and keeps its last good contents when a new one is broken.
+//
+// A Handler is the whole request pipeline of service_webhook around a
+// Checker: the size limit, the body read within it and a deadline, the
+// checks, and the verified delivery handed to the app or to a queue, with
+// refusals answered and reported through the callbacks of its
+// HandlerConfig. A Go app can put one in front of its own handlers.
 package webhook

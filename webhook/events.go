@@ -39,15 +39,25 @@ var (
 // Events is an allow-list of event names.
 type Events struct {
 	names map[string]struct{}
+	given []string
 }
 
 // NewEvents returns the allow-list of names.
 func NewEvents(names ...string) *Events {
-	e := &Events{names: make(map[string]struct{}, len(names))}
+	e := &Events{names: make(map[string]struct{}, len(names)), given: names}
 	for _, n := range names {
 		e.names[n] = struct{}{}
 	}
 	return e
+}
+
+// Names returns the names of the list as NewEvents was given them; a nil
+// list has none.
+func (e *Events) Names() []string {
+	if e == nil {
+		return nil
+	}
+	return e.given
 }
 
 // Check checks that body is a delivery whose events are all in the list:
