@@ -122,7 +122,7 @@ func (ServiceWebhook) CaddyModule() caddy.ModuleInfo {
 // watching it.
 func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	wireForServiceApp(ctx, m)
-	m.logger = ctx.Logger()
+	m.logger = ctx.Logger(m) // its own name, also when service_app provisions it itself
 	m.outcomes = newWebhookOutcomes(ctx.GetMetricsRegistry())
 	m.MaxSize = cmp.Or(m.MaxSize, limits.DefaultMaxSize)
 	m.ReadTimeout = cmp.Or(m.ReadTimeout, caddy.Duration(webhook.DefaultReadTimeout))

@@ -142,10 +142,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	cfg.MaxSize = cmp.Or(cfg.MaxSize, limits.DefaultMaxSize)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
 	if cfg.Refuse == nil {
-		cfg.Refuse = func(w http.ResponseWriter, _ *http.Request, status int, message string) error {
-			respond.Error(w, status, message)
-			return nil
-		}
+		cfg.Refuse = respond.Refuse
 	}
 	if cfg.Report == nil {
 		cfg.Report = func(Outcome) {}
