@@ -2,8 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,10 +12,7 @@ import (
 // http:// is refused where it is written, with what to write instead,
 // when adapted and when a JSON config is loaded.
 func TestServiceAddressWithoutScheme(t *testing.T) {
-	desc := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(desc, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	desc := appDescriptorFile(t)
 	for _, tt := range []struct{ sub, value, want string }{
 		{"service", "localhost:8091", `service_app: service "localhost:8091" has no scheme: write service http://localhost:8091 (or https://)`},
 		{"auth_url", "auth.example/oauth", `service_app: auth_url "auth.example/oauth" has no scheme: write auth_url http://auth.example/oauth (or https://)`},

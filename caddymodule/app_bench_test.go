@@ -3,8 +3,6 @@ package caddymodule
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -18,10 +16,7 @@ import (
 func BenchmarkServiceAppAPI(b *testing.B) {
 	svc := newSubscriptionService(&testing.T{}, 200, `{"expires":"2099-01-01 00:00:00"}`)
 	defer svc.Close()
-	path := filepath.Join(b.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	path := appDescriptorFile(b)
 	app := &ServiceApp{
 		Descriptor: path, ClientID: "client-id", ClientSecret: testClientSecret, AppSecrets: []string{"s"},
 		Service: svc.URL, Subscription: &ServiceSubscription{},

@@ -39,6 +39,17 @@ const appDescriptor = `{
   }
 }`
 
+// appDescriptorFile writes appDescriptor to a file of the test's and
+// returns its path.
+func appDescriptorFile(tb testing.TB) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "manifest.json")
+	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
 // appUpstream is the app: it serves its descriptor and its modules, and
 // records what reaches it.
 type appUpstream struct {
@@ -368,10 +379,7 @@ func TestServiceAppCheckCommand(t *testing.T) {
 // identity; an API client without a token gets 401, never a redirect.
 func TestServiceAppSignInE2E(t *testing.T) {
 	rig := newOAuthRig(t)
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	startCaddy(t, fmt.Sprintf(`http://localhost:{port} {
 	service_app {
 		descriptor %s
@@ -407,10 +415,7 @@ func TestServiceAppSignInE2E(t *testing.T) {
 // parsers, with what service_app supplies left out of the settings; a
 // mistake names the file and line.
 func TestServiceAppCaddyfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	head := "localhost {\n\tservice_app {\n\t\tdescriptor " + path + "\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t\tservice http://127.0.0.1:1\n"
 	out, err := adaptCaddyfile(t, head+"\t\tsubscription {\n\t\t\ton_error allow\n\t\t}\n\t\tsign_in\n\t\tlimits kv-format {\n\t\t\ttimeout 5s\n\t\t}\n\t\twebhook {\n\t\t\tmax_size 1MiB\n\t\t}\n\t}\n}\n")
 	if err != nil {

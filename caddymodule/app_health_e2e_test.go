@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -238,10 +236,7 @@ func TestServiceAppHealthRefusals(t *testing.T) {
 	if err := (&ServiceApp{Descriptor: "d", Health: "healthz"}).Validate(); err == nil || !strings.Contains(err.Error(), "health must be a path starting with /, or off") {
 		t.Errorf("health healthz: %v", err)
 	}
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
 	defer cancel()
 	a := &ServiceApp{Descriptor: path, ClientID: "c", ClientSecret: "s", AppSecrets: []string{"w"}, Health: "/webhooks"}

@@ -119,6 +119,17 @@ func deliverFor(t *testing.T, domain, secret string, extra map[string]string) (i
 	return deliver(t, "/webhooks", body, false, h)
 }
 
+// signedDelivery is a delivery of project.translated for domain to the
+// webhook module of the site at base, signed with secret.
+func signedDelivery(base, domain, secret string) *http.Request {
+	body := []byte(`{"events":[{"event":"project.translated"}]}`)
+	req, _ := http.NewRequest("POST", base+"/webhooks", bytes.NewReader(body))
+	req.Header.Set("X-Service-Domain", domain)
+	req.Header.Set("X-Module-Key", "events-hook")
+	req.Header.Set("X-Service-Signature", emulator.SignDelivery(body, secret))
+	return req
+}
+
 // issuedFor checks that tok is an access token the service issued (HS256
 // under the client secret) for the organization, and returns its domain.
 func issuedFor(t *testing.T, tok string) string {
@@ -306,12 +317,7 @@ func TestServiceAppInstallationsSurviveSIGKILL(t *testing.T) {
 	second := startCaddyProcess(t, caddyfile, "XDG_DATA_HOME="+data)
 	waitListening(t, base+"/manifest.json", second)
 	acme, _ := svc.AppSecret("acme.example")
-	body := []byte(`{"events":[{"event":"project.translated"}]}`)
-	req, _ := http.NewRequest("POST", base+"/webhooks", bytes.NewReader(body))
-	req.Header.Set("X-Service-Domain", "acme.example")
-	req.Header.Set("X-Module-Key", "events-hook")
-	req.Header.Set("X-Service-Signature", emulator.SignDelivery(body, acme))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(signedDelivery(base, "acme.example", acme))
 	if err != nil {
 		t.Fatal(err)
 	}

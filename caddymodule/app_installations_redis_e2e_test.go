@@ -61,12 +61,7 @@ func TestServiceAppInstallationsTwoInstances(t *testing.T) {
 	one, two := bases[0], bases[1]
 	send := func(base string) (int, string) {
 		acme, _ := svc.AppSecret("acme.example")
-		body := []byte(`{"events":[{"event":"project.translated"}]}`)
-		req, _ := http.NewRequest("POST", base+"/webhooks", bytes.NewReader(body))
-		req.Header.Set("X-Service-Domain", "acme.example")
-		req.Header.Set("X-Module-Key", "events-hook")
-		req.Header.Set("X-Service-Signature", emulator.SignDelivery(body, acme))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(signedDelivery(base, "acme.example", acme))
 		if err != nil {
 			t.Error(err)
 			return 0, ""

@@ -197,10 +197,7 @@ func TestServiceAppTraversalE2E(t *testing.T) {
 // nothing to pass requests on to is a warning of the Caddyfile adapter,
 // naming the file and line; with reverse_proxy there is none.
 func TestServiceAppWithoutUpstreamWarnsAtAdapt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	block := "\tservice_app {\n\t\tdescriptor " + path + "\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t}\n"
 	adapter := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}
 	_, warnings, err := adapter.Adapt([]byte("localhost {\n"+block+"}\n"), map[string]any{"filename": "Caddyfile"})
@@ -227,10 +224,7 @@ func TestServiceAppWithoutUpstreamWarnsAtAdapt(t *testing.T) {
 // with a token, a public path) is answered 502 with a message naming the
 // missing reverse_proxy, never acknowledged with Caddy's empty 200.
 func TestServiceAppWithoutUpstreamE2E(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	startCaddy(t, `
 http://127.0.0.1:{port} {
 	service_emulator {
@@ -392,10 +386,7 @@ func TestServiceAppAwaitingStopsAtCleanup(t *testing.T) {
 func TestServiceAppQueuedWebhookWithoutUpstreamE2E(t *testing.T) {
 	app := newQueueApp(t)
 	app.up(t)
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	startCaddy(t, `
 localhost:{port} {
 	service_app {

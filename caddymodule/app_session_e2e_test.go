@@ -3,8 +3,6 @@ package caddymodule
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,10 +26,7 @@ func (c cookieTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // webhook and file modules; the app's own cookies stay.
 func TestServiceAppSessionCookieNeverReachesApp(t *testing.T) {
 	app := newAppUpstream(t)
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	startCaddy(t, `http://localhost:{port} {
 	service_app {
 		descriptor `+path+`

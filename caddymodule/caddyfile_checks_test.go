@@ -2,8 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,10 +10,7 @@ import (
 // sub-directives are read with the table every directive uses, so a
 // repeat is refused in the same words as anywhere else, at its line.
 func TestServiceAppSubdirectivesShareTheTable(t *testing.T) {
-	desc := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(desc, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	desc := appDescriptorFile(t)
 	for _, tt := range []struct{ lines, want string }{
 		{"client_id c\n\t\tclient_id d", "service_app: client_id given more than once, at Caddyfile:5"},
 		{"base_url", "wrong argument count or unexpected line ending after 'base_url', at Caddyfile:4"},
@@ -34,10 +29,7 @@ func TestServiceAppSubdirectivesShareTheTable(t *testing.T) {
 // block's line, while what service_app supplies (secrets, the service's
 // address, the contract) is not asked of the block.
 func TestServiceAppNestedBlocksCheckTheirSettings(t *testing.T) {
-	desc := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(desc, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	desc := appDescriptorFile(t)
 	head := ":8080 {\n\tservice_app {\n\t\tdescriptor " + desc + "\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t\tservice http://127.0.0.1:1\n"
 	for _, tt := range []struct{ block, want string }{
 		{"sign_in {\n\t\t\tlogout_path out\n\t\t}", "logout_path \"out\" must be a path starting with /"},

@@ -43,10 +43,7 @@ func requestWithHost(t *testing.T, host, path string, header map[string]string) 
 // in on; a Host header of the client's choosing is never written into it,
 // and a site without a host name and without base_url refuses to guess.
 func TestServiceAppBaseURLNeverFromHost(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	site := func(address, extra string) string {
 		return address + ` {
 	service_app {
@@ -204,10 +201,7 @@ func TestServiceLimitsSpillLinkNeverFromHost(t *testing.T) {
 		}
 	})
 	t.Run("under service_app", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "manifest.json")
-		if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := appDescriptorFile(t)
 		site := func(address, extra string) string {
 			return address + ` {
 	service_app {
@@ -266,10 +260,7 @@ func TestWebhookQueueHostNeverFromHost(t *testing.T) {
 		t.Errorf("a site without a host name: Host %q, X-Forwarded-Host %q; want %s and none", host, h.Values("X-Forwarded-Host"), app.addr)
 	}
 
-	path := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(path, []byte(appDescriptor), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := appDescriptorFile(t)
 	startCaddy(t, `:{port} {
 	service_app {
 		descriptor `+path+`
