@@ -186,8 +186,8 @@ func sentinelFailover(t *testing.T, replicas int) {
 			}
 			from = l[1]
 		}
-		if len(lines) == 0 || from != sn.PrimaryAddr() {
-			t.Errorf("instance %d: logged the changes of primary %q, want a chain ending at %s", i, lines, sn.PrimaryAddr())
+		if now := sn.AgreedPrimaryAddr(); len(lines) == 0 || from != now {
+			t.Errorf("instance %d: logged the changes of primary %q, want a chain ending at %s", i, lines, now)
 		}
 	}
 	if replicas > 0 && lost > 0 {

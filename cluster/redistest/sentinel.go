@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,34 @@ func (s *Sentinel) PrimaryAddr() string {
 		}
 	}
 	return ""
+}
+
+// AgreedPrimaryAddr waits until every sentinel gives the same primary and
+// returns its host:port. After a failover the sentinels learn the new
+// primary from each other within a few seconds; until then one may still
+// give the old one. The test fails if they disagree for 30 s.
+func (s *Sentinel) AgreedPrimaryAddr() string {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var given []string
+		for _, sn := range s.Sentinels {
+			out, err := sn.Do("SENTINEL", "get-master-addr-by-name", s.Master)
+			host, port, ok := strings.Cut(out, "\n")
+			if err != nil || !ok {
+				given = append(given, "")
+				continue
+			}
+			given = append(given, host+":"+port)
+		}
+		if given[0] != "" && !slices.ContainsFunc(given, func(a string) bool { return a != given[0] }) {
+			return given[0]
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the sentinels did not agree on a primary within 30 s: they give %q", given)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Primary is the server the sentinels give as the primary now.
