@@ -347,6 +347,7 @@ func TestServiceAppInstallationsLogsHoldNoSecrets(t *testing.T) {
 	site := strings.ReplaceAll(installationsSite(t, service, app.URL), "{port}", strconv.Itoa(e2eHTTPPort))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
 	tester.InitServer(logFilterSnippet(t)+global+site, "caddyfile")
+	dropIdleConnections()
 
 	if call, err := svc.InstallApp(context.Background(), nil, e2eURL("/installed"), "acme.example", service); err != nil || !call.OK() {
 		t.Fatalf("install: %+v %v", call, err)

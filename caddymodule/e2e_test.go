@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -78,8 +79,15 @@ func startCaddy(t *testing.T, sites string) *caddytest.Tester {
 	sites = strings.ReplaceAll(sites, "{port}", strconv.Itoa(e2eHTTPPort))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
 	tester.InitServer(e2eGlobal()+sites, "caddyfile")
+	dropIdleConnections()
 	return tester
 }
+
+// dropIdleConnections closes the default client's kept-alive connections to
+// the Caddy of an earlier test: the new config serves on a new socket and
+// closes the old one's connections, and a request written on one of them
+// (POSTs are not retried) would get "connection reset by peer".
+func dropIdleConnections() { http.DefaultClient.CloseIdleConnections() }
 
 // TestE2ESuiteRunsBesideItself runs one end-to-end test in two copies of
 // this test binary at the same time, as two developers' runs (or CI beside a

@@ -128,6 +128,7 @@ localhost:%[1]d {
 		oauthTestClientID, oauthTestSecret, rig.svc.URL, strings.TrimPrefix(rig.app.URL, "http://"))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
 	tester.InitServer(logFilterSnippet(t)+global+site, "caddyfile")
+	dropIdleConnections()
 
 	var secrets []string
 	send := func(method, path string, header map[string]string, body string, want int) *http.Response {

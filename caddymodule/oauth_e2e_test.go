@@ -721,6 +721,7 @@ func startCaddyWithStorage(t *testing.T, dir, sites string) {
 	sites = strings.ReplaceAll(sites, "{port}", fmt.Sprint(e2eHTTPPort))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
 	tester.InitServer(global+sites, "caddyfile")
+	dropIdleConnections()
 }
 
 func TestServiceOAuthStorageSessionsE2E(t *testing.T) {

@@ -106,6 +106,7 @@ func startCaddyWithGlobal(t *testing.T, global, sites string) *caddytest.Tester 
 	g := strings.TrimSuffix(e2eGlobal(), "}\n") + global + "\n}\n"
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
 	tester.InitServer(g+sites, "caddyfile")
+	dropIdleConnections()
 	return tester
 }
 
