@@ -256,6 +256,30 @@ func (s *Server) CommandCalls() map[string]int {
 	return calls
 }
 
+// upkeep are the commands no caller of the client asks for: the test's
+// own (INFO, CONFIG RESETSTAT) and what a client sends on a new connection
+// or to keep one (HELLO, CLIENT SETINFO, PING, a cluster's slot map,
+// READONLY on a replica).
+var upkeep = map[string]bool{
+	"info": true, "config|resetstat": true, "hello": true, "client|setinfo": true, "ping": true,
+	"cluster|slots": true, "cluster|shards": true, "cluster|nodes": true, "readonly": true,
+}
+
+// WorkCalls is CommandCalls without the commands of upkeep: the calls made
+// for what the code under test asked, which a local cache hit must not make.
+// A client may open a connection at any time (a pool refilled, a
+// subscription resumed), so a test counting calls counts these.
+func (s *Server) WorkCalls() map[string]int {
+	s.t.Helper()
+	calls := s.CommandCalls()
+	for name := range calls {
+		if upkeep[name] {
+			delete(calls, name)
+		}
+	}
+	return calls
+}
+
 // ResetStats clears the command counts (CONFIG RESETSTAT).
 func (s *Server) ResetStats() {
 	s.t.Helper()
