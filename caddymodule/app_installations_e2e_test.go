@@ -148,6 +148,7 @@ func TestServiceAppInstallationsE2E(t *testing.T) {
 	app := newLifecycleUpstream(t)
 	startCaddy(t, installationsSite(t, service, app.URL))
 	ctx := context.Background()
+	before := scrapeMetrics(t) // counters outlive a reload: what this test adds is checked
 
 	call, err := svc.InstallApp(ctx, nil, e2eURL("/installed"), "acme.example", service)
 	if err != nil || !call.OK() {
@@ -261,10 +262,14 @@ func TestServiceAppInstallationsE2E(t *testing.T) {
 		t.Fatalf("token of an uninstalled organization: %d %s", status, body)
 	}
 	_, metrics := admin("GET", "/metrics", "")
-	for _, want := range []string{"servicegate_installations_held 1", `servicegate_installations_calls_total{outcome="stored"} 2`,
-		`servicegate_installations_calls_total{outcome="refused"} 1`, `servicegate_installations_token_renewals_total{result="issued"} 0`} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("no %s on /metrics", want)
+	for series, want := range map[string]float64{"servicegate_installations_held": 1, `servicegate_installations_calls_total{outcome="stored"}`: 2,
+		`servicegate_installations_calls_total{outcome="refused"}`: 1, `servicegate_installations_token_renewals_total{result="issued"}`: 0} {
+		was := metricValue(before, series)
+		if strings.HasSuffix(series, "_held") {
+			was = 0 // a gauge: the organizations held now
+		}
+		if got, ok := metricValue(metrics, series), strings.Contains(metrics, series+" "); !ok || got-was != want {
+			t.Errorf("%s on /metrics: %v, then %v; want %v more (present: %v)", series, was, got, want, ok)
 		}
 	}
 	if status, body := admin("DELETE", "/service/installations?organization=2", ""); status != 200 {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -32,6 +33,18 @@ func scrapeMetrics(t *testing.T) string {
 		t.Fatalf("/metrics: %d %s", resp.StatusCode, body)
 	}
 	return string(body)
+}
+
+// metricValue is the value of one series of an exposition, written as it
+// appears there (name{labels}); 0 when it is absent.
+func metricValue(exposition, series string) float64 {
+	for line := range strings.Lines(exposition) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
 
 // metricFamilies maps the name of each metric family of an exposition to
