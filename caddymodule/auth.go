@@ -291,12 +291,21 @@ func (a *ServiceAuth) checkSettings() error {
 		return errors.New(`service_auth: realm must be printable text without " or \`)
 	}
 	for name, path := range a.ClaimHeaders {
-		if !httpguts.ValidHeaderFieldName(name) {
-			return fmt.Errorf("service_auth: claim_header %q is not a valid header name", name)
+		if err := checkClaimHeader(name, path); err != nil {
+			return fmt.Errorf("service_auth: %w", err)
 		}
-		if path == "" {
-			return fmt.Errorf("service_auth: claim_header %s has no claim path", name)
-		}
+	}
+	return nil
+}
+
+// checkClaimHeader is the check of one claim_header, for Validate and for
+// the Caddyfile line that gives it.
+func checkClaimHeader(name, path string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("claim_header %q is not a valid header name", name)
+	}
+	if path == "" {
+		return fmt.Errorf("claim_header %s has no claim path", name)
 	}
 	return nil
 }

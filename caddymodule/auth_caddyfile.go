@@ -8,7 +8,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/servicegate/servicegate/token"
 )
@@ -99,8 +98,8 @@ func (a *ServiceAuth) parseClaimHeader(d *caddyfile.Dispenser) error {
 	if len(args) != 2 {
 		return d.ArgErr()
 	}
-	if !httpguts.ValidHeaderFieldName(args[0]) {
-		return d.Errf("claim_header: %q is not a valid header name", args[0])
+	if err := checkClaimHeader(args[0], args[1]); err != nil {
+		return d.Err(err.Error())
 	}
 	if a.ClaimHeaders == nil {
 		a.ClaimHeaders = make(map[string]string)
