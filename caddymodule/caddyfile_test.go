@@ -188,7 +188,7 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"auth two keys", "service_auth", []string{"hs256_secret s", "jwks_url https://x.example/jwks"}, 3, "exactly one of hs256_secret, public_key and jwks_url"},
 		{"auth no key", "service_auth", []string{"issuer i"}, 3, "exactly one of hs256_secret, public_key and jwks_url"},
 		{"auth jwks_url not http", "service_auth", []string{"jwks_url file:///etc/jwks.json"}, 4, "not an http(s) URL"},
-		{"auth claim_header without path", "service_auth", []string{"hs256_secret s", `claim_header X-A ""`}, 3, "has no claim path"},
+		{"auth claim_header without path", "service_auth", []string{"hs256_secret s", `claim_header X-A ""`}, 5, "has no claim path"},
 		{"oauth without scopes", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example"}, 3, "needs client_id, client_secret, auth_url and scopes"},
 		{"oauth logout_path not a path", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "logout_path out"}, 3, "logout_path"},
 		{"oauth redirect_uri is logout_path", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "redirect_uri /x", "logout_path /x"}, 3, "must differ"},
