@@ -351,8 +351,7 @@ func TestServiceAppInstallationsLogsHoldNoSecrets(t *testing.T) {
 	global := strings.TrimSuffix(e2eGlobal(), "}\n") + "\tlog {\n\t\toutput file " + logFile + "\n\t\tlevel DEBUG\n\t\timport redact_service_secrets\n\t}\n}\n"
 	site := strings.ReplaceAll(installationsSite(t, service, app.URL), "{port}", strconv.Itoa(e2eHTTPPort))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
-	tester.InitServer(logFilterSnippet(t)+global+site, "caddyfile")
-	dropIdleConnections()
+	loadCaddyfile(tester, logFilterSnippet(t)+global+site)
 
 	if call, err := svc.InstallApp(context.Background(), nil, e2eURL("/installed"), "acme.example", service); err != nil || !call.OK() {
 		t.Fatalf("install: %+v %v", call, err)

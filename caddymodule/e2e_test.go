@@ -78,16 +78,19 @@ func startCaddy(t *testing.T, sites string) *caddytest.Tester {
 	}
 	sites = strings.ReplaceAll(sites, "{port}", strconv.Itoa(e2eHTTPPort))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
-	tester.InitServer(e2eGlobal()+sites, "caddyfile")
-	dropIdleConnections()
+	loadCaddyfile(tester, e2eGlobal()+sites)
 	return tester
 }
 
-// dropIdleConnections closes the default client's kept-alive connections to
-// the Caddy of an earlier test: the new config serves on a new socket and
-// closes the old one's connections, and a request written on one of them
-// (POSTs are not retried) would get "connection reset by peer".
-func dropIdleConnections() { http.DefaultClient.CloseIdleConnections() }
+// loadCaddyfile loads a Caddyfile into the test Caddy, then closes the
+// default client's kept-alive connections to the Caddy of an earlier test:
+// the new config serves on a new socket and closes the old one's
+// connections, and a request written on one of them (POSTs are not
+// retried) would get "connection reset by peer".
+func loadCaddyfile(tester *caddytest.Tester, caddyfile string) {
+	tester.InitServer(caddyfile, "caddyfile")
+	http.DefaultClient.CloseIdleConnections()
+}
 
 // TestE2ESuiteRunsBesideItself runs one end-to-end test in two copies of
 // this test binary at the same time, as two developers' runs (or CI beside a

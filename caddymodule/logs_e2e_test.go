@@ -127,8 +127,7 @@ localhost:%[1]d {
 `, e2eHTTPPort, accessLog, strings.TrimPrefix(app.URL, "http://"), filepath.Join(dir, "spill"),
 		oauthTestClientID, oauthTestSecret, rig.svc.URL, strings.TrimPrefix(rig.app.URL, "http://"))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
-	tester.InitServer(logFilterSnippet(t)+global+site, "caddyfile")
-	dropIdleConnections()
+	loadCaddyfile(tester, logFilterSnippet(t)+global+site)
 
 	var secrets []string
 	send := func(method, path string, header map[string]string, body string, want int) *http.Response {

@@ -720,8 +720,7 @@ func startCaddyWithStorage(t *testing.T, dir, sites string) {
 	global := strings.Replace(e2eGlobal(), "auto_https off", "auto_https off\n\tstorage file_system "+dir, 1)
 	sites = strings.ReplaceAll(sites, "{port}", fmt.Sprint(e2eHTTPPort))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
-	tester.InitServer(global+sites, "caddyfile")
-	dropIdleConnections()
+	loadCaddyfile(tester, global+sites)
 }
 
 func TestServiceOAuthStorageSessionsE2E(t *testing.T) {

@@ -52,8 +52,7 @@ localhost:%d {
 }
 `, e2eHTTPPort, desc, service.URL, strings.TrimPrefix(app.URL, "http://"))
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
-	tester.InitServer(global+site, "caddyfile")
-	dropIdleConnections()
+	loadCaddyfile(tester, global+site)
 
 	send := func(method, path string, header map[string]string, body string, want int) {
 		t.Helper()

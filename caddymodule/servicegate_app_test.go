@@ -105,8 +105,7 @@ func startCaddyWithGlobal(t *testing.T, global, sites string) *caddytest.Tester 
 	sites = strings.ReplaceAll(sites, "{port}", fmt.Sprint(e2eHTTPPort))
 	g := strings.TrimSuffix(e2eGlobal(), "}\n") + global + "\n}\n"
 	tester := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: e2eAdminPort})
-	tester.InitServer(g+sites, "caddyfile")
-	dropIdleConnections()
+	loadCaddyfile(tester, g+sites)
 	return tester
 }
 

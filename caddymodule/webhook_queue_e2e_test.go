@@ -315,8 +315,7 @@ func reloadMidQueue(t *testing.T, global string, site func(app *queueApp) string
 	// The same queue under a changed config (another route): a reload.
 	sites := strings.Replace(site(app), "route /webhooks/*", "route /*", 1)
 	g := strings.TrimSuffix(e2eGlobal(), "}\n") + global + "\n}\n"
-	tester.InitServer(g+strings.ReplaceAll(sites, "{port}", strconv.Itoa(e2eHTTPPort)), "caddyfile")
-	dropIdleConnections()
+	loadCaddyfile(tester, g+strings.ReplaceAll(sites, "{port}", strconv.Itoa(e2eHTTPPort)))
 	// The connections kept alive before the reload belong to the old
 	// config's server, which closes them: a POST sent on one as it closes
 	// ends in EOF and is not retried. The service opens new ones.

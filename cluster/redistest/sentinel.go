@@ -69,12 +69,22 @@ func (s *Sentinel) Addrs() []string {
 // PrimaryAddr is the host:port the sentinels give as the primary's now.
 func (s *Sentinel) PrimaryAddr() string {
 	for _, sn := range s.Sentinels {
-		out, err := sn.Do("SENTINEL", "get-master-addr-by-name", s.Master)
-		if host, port, ok := strings.Cut(out, "\n"); err == nil && ok {
-			return host + ":" + port
+		if addr := s.primaryGivenBy(sn); addr != "" {
+			return addr
 		}
 	}
 	return ""
+}
+
+// primaryGivenBy is the host:port one sentinel gives as the primary, or ""
+// when it does not answer.
+func (s *Sentinel) primaryGivenBy(sn *Server) string {
+	out, err := sn.Do("SENTINEL", "get-master-addr-by-name", s.Master)
+	host, port, ok := strings.Cut(out, "\n")
+	if err != nil || !ok {
+		return ""
+	}
+	return host + ":" + port
 }
 
 // AgreedPrimaryAddr waits until every sentinel gives the same primary and
@@ -87,13 +97,7 @@ func (s *Sentinel) AgreedPrimaryAddr() string {
 	for {
 		var given []string
 		for _, sn := range s.Sentinels {
-			out, err := sn.Do("SENTINEL", "get-master-addr-by-name", s.Master)
-			host, port, ok := strings.Cut(out, "\n")
-			if err != nil || !ok {
-				given = append(given, "")
-				continue
-			}
-			given = append(given, host+":"+port)
+			given = append(given, s.primaryGivenBy(sn))
 		}
 		if given[0] != "" && !slices.ContainsFunc(given, func(a string) bool { return a != given[0] }) {
 			return given[0]
