@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,18 +38,14 @@ func TestBoltStoreKeepsTraceparent(t *testing.T) {
 // attempt's trace context; without a tracer provider the app gets the
 // delivery's own.
 func TestHTTPSenderTracesAttempts(t *testing.T) {
-	traceparents := make(chan string, 2)
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		traceparents <- r.Header.Get("Traceparent")
-	}))
-	defer app.Close()
+	appURL, traceparents := spanstest.Peer(t, "")
 
 	reqCtx, rec := spanstest.Request(t)
 	trace.SpanFromContext(reqCtx).End()
 	tp := trace.SpanFromContext(reqCtx).TracerProvider()
 	delivery := spans.Traceparent(reqCtx)
 	stale := http.Header{"Traceparent": {"00-11111111111111111111111111111111-2222222222222222-01"}}
-	m := Meta{ID: "d-1", To: app.URL, Method: "POST", URI: "/hooks", Attempts: 1, Traceparent: delivery}
+	m := Meta{ID: "d-1", To: appURL, Method: "POST", URI: "/hooks", Attempts: 1, Traceparent: delivery}
 
 	var later spans.Later
 	sender := &HTTPSender{Spans: &later}
