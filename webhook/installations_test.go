@@ -50,17 +50,7 @@ func TestCheckerInstallations(t *testing.T) {
 			if tt.appWide {
 				c.AppWide = appWide
 			}
-			h := http.Header{HeaderSignature: {hmacHex(tt.secret, delivery)}}
-			if tt.domain != "" {
-				h.Set(HeaderDomain, tt.domain)
-			}
-			if tt.id != "" {
-				h.Set(HeaderOrgID, tt.id)
-			}
-			d, refusal := c.CheckHeaders(h)
-			if refusal == nil {
-				refusal = c.CheckBody(&d, h, delivery)
-			}
+			_, refusal := checkDelivery(c, tt.secret, tt.domain, tt.id)
 			switch {
 			case tt.status == 0 && refusal != nil:
 				t.Fatalf("refused %d: %s", refusal.Status, refusal.Message)
