@@ -38,14 +38,10 @@ func requestWithHost(t *testing.T, host, path string, header map[string]string) 
 	return resp, string(body)
 }
 
-// TestServiceAppBaseURLNeverFromHost: the served descriptor's baseUrl is
-// base_url, else the site's own host name and the port the request came
-// in on; a Host header of the client's choosing is never written into it,
-// and a site without a host name and without base_url refuses to guess.
-func TestServiceAppBaseURLNeverFromHost(t *testing.T) {
-	path := appDescriptorFile(t)
-	site := func(address, extra string) string {
-		return address + ` {
+// baseURLSite is a site at address whose service_app reads the descriptor
+// at path, with extra settings (base_url, say), followed by then.
+func baseURLSite(address, path, extra, then string) string {
+	return address + ` {
 	service_app {
 		descriptor ` + path + `
 		client_id demo-client
@@ -53,10 +49,18 @@ func TestServiceAppBaseURLNeverFromHost(t *testing.T) {
 		app_secret demo-app-secret
 		` + extra + `
 	}
-	respond "the app"
+	` + then + `
 }
 `
-	}
+}
+
+// TestServiceAppBaseURLNeverFromHost: the served descriptor's baseUrl is
+// base_url, else the site's own host name and the port the request came
+// in on; a Host header of the client's choosing is never written into it,
+// and a site without a host name and without base_url refuses to guess.
+func TestServiceAppBaseURLNeverFromHost(t *testing.T) {
+	path := appDescriptorFile(t)
+	site := func(address, extra string) string { return baseURLSite(address, path, extra, `respond "the app"`) }
 	baseURL := func(t *testing.T, host string) string {
 		t.Helper()
 		resp, body := requestWithHost(t, host, "/manifest.json", nil)
@@ -203,17 +207,7 @@ func TestServiceLimitsSpillLinkNeverFromHost(t *testing.T) {
 	t.Run("under service_app", func(t *testing.T) {
 		path := appDescriptorFile(t)
 		site := func(address, extra string) string {
-			return address + ` {
-	service_app {
-		descriptor ` + path + `
-		client_id demo-client
-		client_secret demo-client-secret
-		app_secret demo-app-secret
-		` + extra + `
-	}
-	reverse_proxy ` + upstream + `
-}
-`
+			return baseURLSite(address, path, extra, "reverse_proxy "+upstream)
 		}
 		startCaddy(t, site("http://localhost:{port}", ""))
 		if got := contentURL(t, "localhost:1", "/file-format"); !strings.HasPrefix(got, e2eBase()+"/servicegate/spill/") {
