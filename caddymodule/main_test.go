@@ -1,12 +1,13 @@
 package caddymodule
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/servicegate/servicegate/internal/testdirs"
 )
 
 // envRunCaddy makes the test binary run as Caddy itself (`caddy run` with
@@ -20,17 +21,6 @@ func TestMain(m *testing.M) {
 		caddycmd.Main()
 		return
 	}
-	// The tests' Caddy keeps its data (installations, last good
-	// descriptors, autosaved configs) in a directory of this run's own, so
-	// that two runs of the suite, or the user's own Caddy, never meet.
-	dir, err := os.MkdirTemp("", "servicegate-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("XDG_DATA_HOME", dir)
-	os.Setenv("XDG_CONFIG_HOME", dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// The tests' Caddy keeps its data in a directory of this run's own.
+	testdirs.Run(m, "servicegate-test-")
 }
