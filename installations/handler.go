@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/servicegate/servicegate/internal/names"
 	"github.com/servicegate/servicegate/respond"
 )
 
@@ -51,12 +52,7 @@ var outcomeNames = [NumOutcomes]string{
 }
 
 // String is the outcome's metric label.
-func (o Outcome) String() string {
-	if o < 0 || o >= NumOutcomes {
-		return "outcome " + strconv.Itoa(int(o))
-	}
-	return outcomeNames[o]
-}
+func (o Outcome) String() string { return names.Of(outcomeNames[:], o, "outcome") }
 
 // Next is the handler after a Handler; caddyhttp.Handler is one.
 type Next interface {

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/contract"
+	"github.com/servicegate/servicegate/internal/names"
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/respond"
 )
@@ -106,12 +107,7 @@ var outcomeNames = [NumOutcomes]string{
 }
 
 // String names the outcome in a word or two, as metrics label it.
-func (o Outcome) String() string {
-	if o < 0 || o >= NumOutcomes {
-		return "outcome " + strconv.Itoa(int(o))
-	}
-	return outcomeNames[o]
-}
+func (o Outcome) String() string { return names.Of(outcomeNames[:], o, "outcome") }
 
 // Next is the handler after a Handler; caddyhttp.Handler is one.
 type Next interface {

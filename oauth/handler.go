@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/servicegate/servicegate/internal/names"
 	"github.com/servicegate/servicegate/respond"
 )
 
@@ -69,12 +70,7 @@ var eventText = [NumEvents]string{
 }
 
 // String says what happened, for a log line.
-func (e Event) String() string {
-	if e < 0 || e >= NumEvents {
-		return fmt.Sprintf("event %d", int(e))
-	}
-	return eventText[e]
-}
+func (e Event) String() string { return names.Of(eventText[:], e, "event") }
 
 // Next is the handler after a Handler; caddyhttp.Handler is one.
 type Next interface {

@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/servicegate/servicegate/internal/names"
 	"github.com/servicegate/servicegate/limits"
 	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/spans"
@@ -48,12 +48,7 @@ var outcomeNames = [NumOutcomes]string{
 }
 
 // String names the outcome in a word or two, as metrics label it.
-func (o Outcome) String() string {
-	if o < 0 || o >= NumOutcomes {
-		return "outcome " + strconv.Itoa(int(o))
-	}
-	return outcomeNames[o]
-}
+func (o Outcome) String() string { return names.Of(outcomeNames[:], o, "outcome") }
 
 // outcomeOf is the outcome of a refusal for its reason.
 func outcomeOf(r Reason) Outcome {
