@@ -17,22 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/servicegate/servicegate/limits"
+	"github.com/servicegate/servicegate/limits/limitstest"
 )
-
-// mappingsBack waits for the mapped buffers in use to come back to want:
-// a buffer a transport still sends is given back when it closes it, one
-// nobody closed by the garbage collector.
-func mappingsBack(t *testing.T, want int64) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for limits.MappingsInUse() > want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d mapped buffers in use, want %d", limits.MappingsInUse(), want)
-		}
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // earlyApp answers every request at once, with a small answer of declared
 // length, and only then reads the body, checking it against the SHA-256 the
@@ -132,7 +118,7 @@ localhost:{port} {
 	for err := range errs {
 		t.Error(err)
 	}
-	mappingsBack(t, before)
+	limitstest.MappingsBack(t, before)
 	app.mu.Lock()
 	defer app.mu.Unlock()
 	t.Logf("the app read %d of %d bodies whole after it answered", app.complete, n)
@@ -172,7 +158,7 @@ localhost:{port} {
 		res.Body.Close()
 		t.Fatalf("answered %d before the app was done", res.StatusCode)
 	}
-	mappingsBack(t, before)
+	limitstest.MappingsBack(t, before)
 	// Caddy is alive and well.
 	res, err := http.Post(e2eURL("/file-format"), "application/json", bytes.NewReader(nil))
 	if err != nil {
@@ -195,7 +181,7 @@ func TestMappedBodyOutlivesHandler(t *testing.T) {
 	lim := newTestLimits(t, &ServiceLimits{})
 	for _, handler := range []string{"service_webhook", "service_limits"} {
 		t.Run(handler, func(t *testing.T) {
-			mappingsBack(t, 0) // what earlier tests left is given back first
+			limitstest.MappingsBack(t, 0) // what earlier tests left is given back first
 			before := limits.MappingsInUse()
 			read := make(chan []byte, 1)
 			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
@@ -235,7 +221,7 @@ func TestMappedBodyOutlivesHandler(t *testing.T) {
 			if got := <-read; !bytes.Equal(got, body) {
 				t.Fatalf("read %d bytes after the handlers returned, want the %d sent", len(got), len(body))
 			}
-			mappingsBack(t, before)
+			limitstest.MappingsBack(t, before)
 		})
 	}
 }
@@ -292,7 +278,7 @@ localhost:{port} {
 	reverse_proxy 127.0.0.1:%d
 }
 `, appSecret, freePort()))
-	mappingsBack(t, 0)
+	limitstest.MappingsBack(t, 0)
 	body := bytes.Repeat([]byte(`{"events":[2]}`), (3<<20)/14)
 	for range 4 {
 		status, answer := deliver(t, "/webhooks", body, false, map[string]string{"X-Service-Signature": hmacHex(appSecret, body)})
@@ -301,5 +287,5 @@ localhost:{port} {
 		}
 	}
 	t.Logf("%d mapped bodies left open by the transport until the garbage collector runs", limits.MappingsInUse())
-	mappingsBack(t, 0)
+	limitstest.MappingsBack(t, 0)
 }

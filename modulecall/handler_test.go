@@ -5,13 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/servicegate/servicegate/limits"
+	"github.com/servicegate/servicegate/limits/limitstest"
 )
 
 // newTestHandler is a Handler of cfg that returns the error of a request
@@ -39,28 +38,13 @@ type handlerFunc func(http.ResponseWriter, *http.Request) error
 
 func (f handlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) error { return f(w, r) }
 
-// mappingsBack waits for the mapped buffers in use to come back to want:
-// a buffer a transport still sends is given back when it closes it, one
-// nobody closed by the garbage collector.
-func mappingsBack(t *testing.T, want int64) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for limits.MappingsInUse() > want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d mapped buffers in use, want %d", limits.MappingsInUse(), want)
-		}
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // The Handler keeps large answers in mappings while it checks them and
 // gives them back once they are sent, dropped for a refusal, or cut off by
 // a panic: the pooled answer buffers never keep one.
 func TestAnswerMappingsGivenBack(t *testing.T) {
 	const size = 3 << 20
 	answer := bytes.Repeat([]byte("a"), size)
-	mappingsBack(t, 0) // what earlier tests left is given back first
+	limitstest.MappingsBack(t, 0) // what earlier tests left is given back first
 	before := limits.MappingsInUse()
 	l := newTestHandler(t, HandlerConfig{})
 	tests := []struct {
