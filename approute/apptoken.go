@@ -1,7 +1,6 @@
 package approute
 
 import (
-	"cmp"
 	"errors"
 	"net/http"
 	"sync"
@@ -22,8 +21,8 @@ type AppTokens struct {
 	// Book holds the installations and gives their tokens. Required.
 	Book *installations.Book
 	// Verified returns the organization of the request's verified token,
-	// "" when there is none.
-	Verified func(*http.Request) string
+	// the zero Org when there is none.
+	Verified func(*http.Request) installations.Org
 	// Failed, when set, is told when a request of an installed
 	// organization goes on without its app token.
 	Failed func(organization string, err error)
@@ -56,19 +55,21 @@ type tokenNext struct {
 // ServeHTTP sets the app token of the request's organization, if it has
 // one, and calls next.
 func (t *tokenNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	var org string
+	var org installations.Org
 	if t.delivery {
-		org = cmp.Or(r.Header.Get(webhook.HeaderDomain), r.Header.Get(webhook.HeaderOrgID))
+		// The check removed the organization headers the signature does
+		// not vouch for.
+		org = installations.Org{Domain: r.Header.Get(webhook.HeaderDomain), ID: r.Header.Get(webhook.HeaderOrgID)}
 	} else if t.tokens.Verified != nil {
 		org = t.tokens.Verified(r)
 	}
-	if org != "" {
+	if org != (installations.Org{}) {
 		tok, _, err := t.tokens.Book.Token(r.Context(), org)
 		switch {
 		case err == nil:
 			r.Header[t.tokens.Header] = []string{tok}
 		case !errors.Is(err, installations.ErrNotFound) && t.tokens.Failed != nil:
-			t.tokens.Failed(org, err)
+			t.tokens.Failed(org.String(), err)
 		}
 	}
 	return t.next.ServeHTTP(w, r)

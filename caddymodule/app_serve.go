@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/approute"
+	"github.com/servicegate/servicegate/installations"
 )
 
 // ServeHTTP hands the request to the app's router (see approute.Router):
@@ -39,11 +40,11 @@ func (a *ServiceApp) newRouter(starting bool) *approute.Router {
 		cfg.AppTokens = &approute.AppTokens{
 			Header: a.inst.header,
 			Book:   a.inst.book,
-			Verified: func(r *http.Request) string {
+			Verified: func(r *http.Request) installations.Org {
 				if v, ok := verifiedFrom(r); ok {
-					return v.Organization
+					return v.Org
 				}
-				return ""
+				return installations.Org{}
 			},
 			Failed: func(org string, err error) {
 				logger.Warn("the request goes on without an app token", zap.String("organization", org), zap.Error(err))

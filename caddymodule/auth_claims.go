@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/servicegate/servicegate/installations"
 	"github.com/servicegate/servicegate/token"
 )
 
@@ -22,7 +24,7 @@ type authEntry struct {
 // newAuthEntry renders the placeholders of a verified token.
 func newAuthEntry(e *token.Entry) any {
 	ae := &authEntry{
-		verified: Verified{Token: e.Token, Organization: e.Organization},
+		verified: Verified{Token: e.Token, Organization: e.Organization, Org: installations.OrgOf(e.Claims)},
 		claims:   e.Claims,
 		values:   make(map[string]any, len(e.Claims)+2),
 	}

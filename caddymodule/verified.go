@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/servicegate/servicegate/installations"
 )
 
 // verifiedVar is the request variable under which service_auth leaves the
@@ -20,6 +22,9 @@ type Verified struct {
 	// a non-empty string, else the organization id claim. Empty when the
 	// token names no organization.
 	Organization string
+	// Org is the organization the token's verified claims name, its id
+	// and its domain kept apart (see installations.OrgOf).
+	Org installations.Org
 }
 
 // String keeps the token out of anything that prints the variable, such as

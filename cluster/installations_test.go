@@ -54,7 +54,7 @@ func TestInstallationsSharedByInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the other instance sees the installation", time.Second, func() bool {
-		s, ok := two.Secret("acme.example")
+		s, ok := two.Secret(installations.Org{Domain: "acme.example"})
 		return ok && s == "s3cret-of-acme"
 	})
 
@@ -70,10 +70,10 @@ func TestInstallationsSharedByInstances(t *testing.T) {
 	// A local hit makes no Redis call.
 	srv.ResetStats()
 	for range 100 {
-		if tok, _, err := two.Token(context.Background(), "acme.example"); err != nil || tok != "first-app-token" {
+		if tok, _, err := two.Token(context.Background(), installations.Org{Domain: "acme.example"}); err != nil || tok != "first-app-token" {
 			t.Fatalf("Token = %q, %v", tok, err)
 		}
-		if _, _, _, ok := two.Installation("acme.example"); !ok {
+		if _, _, _, ok := two.Installation("acme.example", ""); !ok {
 			t.Fatal("no installation")
 		}
 	}
@@ -94,7 +94,7 @@ func TestInstallationsSharedByInstances(t *testing.T) {
 			book = two
 		}
 		wg.Go(func() {
-			tok, _, err := book.Token(context.Background(), "42")
+			tok, _, err := book.Token(context.Background(), installations.Org{ID: "42"})
 			if err != nil {
 				t.Error(err)
 			}
@@ -109,11 +109,11 @@ func TestInstallationsSharedByInstances(t *testing.T) {
 	}
 
 	// Removed on one: gone on the other within a second.
-	if err := two.Remove("acme.example"); err != nil {
+	if err := two.Remove("42"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the other instance drops the installation", time.Second, func() bool {
-		_, ok := one.Secret("acme.example")
+		_, ok := one.Secret(installations.Org{Domain: "acme.example"})
 		return !ok
 	})
 }
@@ -138,7 +138,7 @@ func TestInstallationsRenewalDoesNotBringBackRemoved(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the announcement of the installation heard and done with
 	done := make(chan error)
 	go func() {
-		_, _, err := one.Token(context.Background(), "42")
+		_, _, err := one.Token(context.Background(), installations.Org{ID: "42"})
 		done <- err
 	}()
 	<-started

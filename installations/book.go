@@ -157,31 +157,59 @@ func (b *Book) tokenState(t Token) *tokenState {
 	return &tokenState{value: t.AccessToken, renewAt: exp - int64(ahead), expires: exp}
 }
 
-// lookup finds the entry of an organization named by its id or its domain.
-func (b *Book) lookup(org string) *entry {
+// Org names an organization: by its domain, or by its id. The two are
+// kept apart: a look-up by domain never finds an organization whose id is
+// that string, nor the reverse.
+type Org struct {
+	ID, Domain string
+}
+
+// String is the name a log line gives the organization.
+func (o Org) String() string {
+	if o.Domain != "" {
+		return o.Domain
+	}
+	return o.ID
+}
+
+// lookup finds the entry of an organization: by its domain when o names
+// one, else by its id. When o names both, the entry found must have both.
+func (b *Book) lookup(o Org) *entry {
 	b.mu.RLock()
-	e := b.byID[org]
-	if e == nil {
-		e = b.byDomain[org]
+	var e *entry
+	if o.Domain != "" {
+		e = b.byDomain[o.Domain]
+		if e != nil && o.ID != "" && e.id != o.ID {
+			e = nil
+		}
+	} else if o.ID != "" {
+		e = b.byID[o.ID]
 	}
 	b.mu.RUnlock()
 	return e
 }
 
-// Secret returns the app secret of the organization named by id or
-// domain, from the local copy.
-func (b *Book) Secret(org string) (string, bool) {
-	if e := b.lookup(org); e != nil {
+// lookupID finds the entry of the organization whose id is id.
+func (b *Book) lookupID(id string) *entry { return b.lookup(Org{ID: id}) }
+
+// Secret returns the app secret of the organization o names, from the
+// local copy.
+func (b *Book) Secret(o Org) (string, bool) {
+	if e := b.lookup(o); e != nil {
 		return e.secret, true
 	}
 	return "", false
 }
 
 // Installation returns the verifier of the app secret of the organization
-// named by id or domain, with its id and domain: the secret source of
-// webhook.Checker.
-func (b *Book) Installation(org string) (*signature.Verifier, string, string, bool) {
-	e := b.lookup(org)
+// named by domain when it is not empty, else by id, with the
+// organization's id and domain: the secret source of webhook.Checker.
+func (b *Book) Installation(domain, id string) (*signature.Verifier, string, string, bool) {
+	o := Org{Domain: domain}
+	if domain == "" {
+		o.ID = id
+	}
+	e := b.lookup(o)
 	if e == nil {
 		return nil, "", "", false
 	}
@@ -196,14 +224,25 @@ func (b *Book) Installation(org string) (*signature.Verifier, string, string, bo
 	return v, e.id, e.domain, true
 }
 
-// Organization returns the id of the organization named by id or domain,
-// and whether it has an installation.
-func (b *Book) Organization(org string) (string, bool) {
-	if e := b.lookup(org); e != nil {
-		return e.id, true
+// Find returns the organization named by name, an id or a domain, for an
+// operator's request: ErrNotFound when none has it, an error when one
+// organization has it as its id and another as its domain.
+func (b *Book) Find(name string) (Org, error) {
+	byID, byDomain := b.lookup(Org{ID: name}), b.lookup(Org{Domain: name})
+	switch {
+	case byID != nil && byDomain != nil && byID != byDomain:
+		return Org{}, fmt.Errorf("%q is the id of organization %s and the domain of organization %s: name it by the other", name, byID.id, byDomain.id)
+	case byID != nil:
+		return Org{ID: byID.id, Domain: byID.domain}, nil
+	case byDomain != nil:
+		return Org{ID: byDomain.id, Domain: byDomain.domain}, nil
 	}
-	return "", false
+	return Org{}, ErrNotFound
 }
+
+// ErrTaken is an installation whose domain is already another
+// organization's: storing it would take that organization's place.
+var ErrTaken = errors.New("the domain belongs to another organization's installation")
 
 // Install stores in, sealed, replacing the organization's earlier
 // installation, and puts it in the local copy.
@@ -214,6 +253,9 @@ func (b *Book) Install(in *Installation) error {
 	}
 	b.writes.Lock()
 	defer b.writes.Unlock()
+	if e := b.lookup(Org{Domain: in.Domain}); in.Domain != "" && e != nil && e.id != in.OrganizationID {
+		return fmt.Errorf("storing the installation of %s: %w (organization %s)", in, ErrTaken, e.id)
+	}
 	if err := b.cfg.Store.Put(in.OrganizationID, sealed); err != nil {
 		return fmt.Errorf("storing the installation of %s: %w", in, err)
 	}
@@ -221,13 +263,9 @@ func (b *Book) Install(in *Installation) error {
 	return nil
 }
 
-// Remove deletes the installation of the organization named by id or
-// domain, and its token. Removing none is not an error.
-func (b *Book) Remove(org string) error {
-	id := org
-	if e := b.lookup(org); e != nil {
-		id = e.id
-	}
+// Remove deletes the installation of the organization whose id is id, and
+// its token. Removing none is not an error.
+func (b *Book) Remove(id string) error {
 	b.writes.Lock()
 	defer b.writes.Unlock()
 	if err := b.cfg.Store.Delete(id); err != nil {
@@ -262,13 +300,9 @@ func (b *Book) Refresh(org string) error {
 	return nil
 }
 
-// Get reads the whole installation of the organization named by id or
-// domain from the store.
-func (b *Book) Get(org string) (*Installation, error) {
-	id := org
-	if e := b.lookup(org); e != nil {
-		id = e.id
-	}
+// Get reads the whole installation of the organization whose id is id
+// from the store.
+func (b *Book) Get(id string) (*Installation, error) {
 	sealed, err := b.cfg.Store.Get(id)
 	if err != nil {
 		return nil, err
@@ -302,12 +336,12 @@ func (b *Book) List() ([]Summary, error) {
 	return out, err
 }
 
-// Token returns a fresh app token of the organization named by id or
-// domain, and when it expires: the one held while it is far from expiry,
+// Token returns a fresh app token of the organization o names, and when it
+// expires: the one held while it is far from expiry,
 // else a new one asked of the service, one request per organization
 // however many callers ask at once. ErrNotFound: no installation.
-func (b *Book) Token(ctx context.Context, org string) (string, time.Time, error) {
-	e := b.lookup(org)
+func (b *Book) Token(ctx context.Context, o Org) (string, time.Time, error) {
+	e := b.lookup(o)
 	if e == nil {
 		return "", time.Time{}, ErrNotFound
 	}
@@ -372,7 +406,7 @@ func (b *Book) renew(ctx context.Context, e *entry) (*tokenState, error) {
 	// The entry may have been read again from the store meanwhile (a
 	// change announced by an instance, this one included): the same
 	// installation still counts, another or none does not.
-	cur := b.lookup(e.id)
+	cur := b.lookupID(e.id)
 	if cur == nil || cur.secret != in.AppSecret {
 		return nil, fmt.Errorf("app token of %s: the installation was removed or replaced meanwhile", in)
 	}

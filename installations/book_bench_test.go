@@ -34,7 +34,7 @@ func BenchmarkAppTokenHeader(b *testing.B) {
 			book := benchBook(b, n)
 			h := http.Header{}
 			ctx := context.Background()
-			org := "organization-" + strconv.Itoa(100000+n/2)
+			org := Org{Domain: "organization-" + strconv.Itoa(100000+n/2)}
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu := cpuTime()
@@ -55,7 +55,7 @@ func BenchmarkWebhookSecret(b *testing.B) {
 	book := benchBook(b, 100000)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, _, ok := book.Installation("organization-150000"); !ok {
+		if _, _, _, ok := book.Installation("organization-150000", ""); !ok {
 			b.Fatal("not found")
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,9 +24,11 @@ type fakeService struct {
 	secrets  map[string]string // organization → app secret
 	requests atomic.Int64
 	down     atomic.Bool
-	lifetime time.Duration
-	now      func() time.Time
-	delay    time.Duration
+	// badClient: the service refuses the gateway's client credentials.
+	badClient atomic.Bool
+	lifetime  time.Duration
+	now       func() time.Time
+	delay     time.Duration
 }
 
 func newFakeService(now func() time.Time) *fakeService {
@@ -38,6 +41,12 @@ func (s *fakeService) give(org, secret string) {
 	s.mu.Unlock()
 }
 
+// testDomains are the domains of the organizations the fake service
+// knows.
+var testDomains = map[string]string{"42": "acme", "43": "globex", "44": "initech"}
+
+// grant issues a token for the organization the secret was given to, as
+// the service does: whatever organization the installation names.
 func (s *fakeService) grant(ctx context.Context, in *Installation) (Token, error) {
 	n := s.requests.Add(1)
 	if s.delay > 0 {
@@ -46,14 +55,32 @@ func (s *fakeService) grant(ctx context.Context, in *Installation) (Token, error
 	if s.down.Load() {
 		return Token{}, errors.New("dial tcp: connection refused")
 	}
+	if s.badClient.Load() {
+		return Token{}, ErrClientRefused
+	}
 	s.mu.Lock()
-	want, ok := s.secrets[in.OrganizationID]
+	org := ""
+	for o, secret := range s.secrets {
+		if secret == in.AppSecret {
+			org = o
+		}
+	}
 	s.mu.Unlock()
-	if !ok || want != in.AppSecret {
+	if org == "" || (in.Domain != "" && testDomains[org] != "" && in.Domain != testDomains[org]) {
 		return Token{}, ErrRefused
 	}
 	now := s.now()
-	return Token{AccessToken: "app-token-" + in.OrganizationID + "-" + strconv.FormatInt(n, 10), IssuedAt: now, Expires: now.Add(s.lifetime)}, nil
+	return Token{AccessToken: "app-token-" + org + "-" + strconv.FormatInt(n, 10), IssuedAt: now, Expires: now.Add(s.lifetime)}, nil
+}
+
+// prove names the organization of a token the fake service issued.
+func (s *fakeService) prove(_ context.Context, tok string) (Org, error) {
+	rest, ok := strings.CutPrefix(tok, "app-token-")
+	org, _, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 {
+		return Org{}, errors.New("not a token of the service")
+	}
+	return Org{ID: org, Domain: testDomains[org]}, nil
 }
 
 // clock is a settable clock for tests.
@@ -102,13 +129,15 @@ func TestBookKeepsInstallationsSealedOnDisk(t *testing.T) {
 	if err := b.Install(testInstallation("43", "globex", "s3cret-of-globex-installation")); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"42", "acme"} {
+	for _, key := range []Org{{ID: "42"}, {Domain: "acme"}, {ID: "42", Domain: "acme"}} {
 		if secret, ok := b.Secret(key); !ok || secret != "s3cret-of-acme-installation" {
-			t.Errorf("Secret(%s) = %q, %v", key, secret, ok)
+			t.Errorf("Secret(%v) = %q, %v", key, secret, ok)
 		}
 	}
-	if _, ok := b.Secret("initech"); ok {
-		t.Error("an organization with no installation has a secret")
+	for _, key := range []Org{{Domain: "initech"}, {Domain: "42"}, {ID: "acme"}, {ID: "43", Domain: "acme"}} {
+		if _, ok := b.Secret(key); ok {
+			t.Errorf("Secret(%+v) finds an installation: ids and domains are one namespace, or a mismatch passes", key)
+		}
 	}
 	if err := store.Close(); err != nil {
 		t.Fatal(err)
@@ -133,7 +162,7 @@ func TestBookKeepsInstallationsSealedOnDisk(t *testing.T) {
 	if b.Len() != 2 {
 		t.Fatalf("Len = %d after reopening", b.Len())
 	}
-	got, err := b.Get("acme")
+	got, err := b.Get("42")
 	if err != nil || got.AppSecret != "s3cret-of-acme-installation" || got.Token.AccessToken != "app-token-in-clear" || got.BaseURL != in.BaseURL {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
@@ -166,16 +195,16 @@ func TestBookReplaceAndRemove(t *testing.T) {
 	if err := b.Install(testInstallation("42", "acme-renamed", "second")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := b.Secret("acme"); ok {
+	if _, ok := b.Secret(Org{Domain: "acme"}); ok {
 		t.Error("the old domain still finds the installation")
 	}
-	if s, _ := b.Secret("acme-renamed"); s != "second" {
+	if s, _ := b.Secret(Org{Domain: "acme-renamed"}); s != "second" {
 		t.Errorf("secret = %q", s)
 	}
-	if err := b.Remove("acme-renamed"); err != nil {
+	if err := b.Remove("42"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := b.Secret("42"); ok || b.Len() != 0 {
+	if _, ok := b.Secret(Org{ID: "42"}); ok || b.Len() != 0 {
 		t.Error("a removed installation is still held")
 	}
 	if _, err := b.Get("42"); !errors.Is(err, ErrNotFound) {
@@ -183,6 +212,30 @@ func TestBookReplaceAndRemove(t *testing.T) {
 	}
 	if err := b.Remove("never-installed"); err != nil {
 		t.Errorf("removing nothing: %v", err)
+	}
+}
+
+func TestBookRefusesAnotherOrganizationsDomain(t *testing.T) {
+	c := newClock()
+	b := newTestBook(t, NewMemoryStore(), newFakeService(c.now), c)
+	if err := b.Install(testInstallation("42", "acme", "first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Install(testInstallation("43", "acme", "second")); !errors.Is(err, ErrTaken) {
+		t.Fatalf("another organization under acme's domain: %v", err)
+	}
+	if s, _ := b.Secret(Org{Domain: "acme"}); s != "first" {
+		t.Errorf("acme's secret = %q after a takeover was tried", s)
+	}
+	// An id that is another organization's domain is a key of its own.
+	if err := b.Install(testInstallation("acme", "", "third")); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := b.Secret(Org{Domain: "acme"}); s != "first" {
+		t.Errorf("acme's secret = %q after an id named acme was stored", s)
+	}
+	if _, err := b.Find("acme"); err == nil {
+		t.Error("Find of a name that is an id and another organization's domain is not refused")
 	}
 }
 
@@ -194,13 +247,13 @@ func TestBookRefreshFollowsTheStore(t *testing.T) {
 	if err := one.Install(testInstallation("42", "acme", "s")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := other.Secret("acme"); ok {
+	if _, ok := other.Secret(Org{Domain: "acme"}); ok {
 		t.Fatal("the other book saw the change before it was told")
 	}
 	if err := other.Refresh("42"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := other.Secret("acme"); !ok {
+	if _, ok := other.Secret(Org{Domain: "acme"}); !ok {
 		t.Fatal("Refresh did not read the installation")
 	}
 	if err := one.Remove("42"); err != nil {
@@ -209,7 +262,7 @@ func TestBookRefreshFollowsTheStore(t *testing.T) {
 	if err := other.Refresh("42"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := other.Secret("acme"); ok {
+	if _, ok := other.Secret(Org{Domain: "acme"}); ok {
 		t.Fatal("Refresh did not drop the removed installation")
 	}
 }
@@ -223,7 +276,7 @@ func TestBookTokenRenewedOncePerOrganization(t *testing.T) {
 	if err := b.Install(testInstallation("42", "acme", "s")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.Token(context.Background(), "initech"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := b.Token(context.Background(), Org{Domain: "initech"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("token of an organization with no installation: %v", err)
 	}
 	tokens := func() map[string]bool {
@@ -232,9 +285,9 @@ func TestBookTokenRenewedOncePerOrganization(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 200 {
 			wg.Go(func() {
-				org := "42"
+				org := Org{ID: "42"}
 				if i%2 == 0 {
-					org = "acme"
+					org = Org{Domain: "acme"}
 				}
 				tok, exp, err := b.Token(context.Background(), org)
 				if err != nil || exp.IsZero() {
@@ -270,11 +323,11 @@ func TestBookTokenRenewedOncePerOrganization(t *testing.T) {
 	// The service down: an error, and the next caller asks again.
 	c.advance(2 * time.Hour)
 	svc.down.Store(true)
-	if _, _, err := b.Token(context.Background(), "42"); err == nil {
+	if _, _, err := b.Token(context.Background(), Org{ID: "42"}); err == nil {
 		t.Fatal("no error with the service down")
 	}
 	svc.down.Store(false)
-	if tok, _, err := b.Token(context.Background(), "42"); err != nil || tok != "app-token-42-4" {
+	if tok, _, err := b.Token(context.Background(), Org{ID: "42"}); err != nil || tok != "app-token-42-4" {
 		t.Fatalf("Token = %q, %v", tok, err)
 	}
 }
@@ -291,7 +344,7 @@ func TestBookRenewalDoesNotBringBackRemovedInstallation(t *testing.T) {
 	}
 	done := make(chan error)
 	go func() {
-		_, _, err := b.Token(context.Background(), "42")
+		_, _, err := b.Token(context.Background(), Org{ID: "42"})
 		done <- err
 	}()
 	time.Sleep(10 * time.Millisecond)
@@ -338,7 +391,7 @@ func TestBookInstallationVerifiesWithItsSecret(t *testing.T) {
 	if err := b.Install(testInstallation("42", "acme", "s3cret-42")); err != nil {
 		t.Fatal(err)
 	}
-	v, id, domain, ok := b.Installation("acme")
+	v, id, domain, ok := b.Installation("acme", "")
 	if !ok || id != "42" || domain != "acme" {
 		t.Fatalf("Installation = %v %q %q", ok, id, domain)
 	}
@@ -346,10 +399,10 @@ func TestBookInstallationVerifiesWithItsSecret(t *testing.T) {
 	if err := v.Verify(body, signature.Sign("s3cret-42", body)); err != nil {
 		t.Fatal(err)
 	}
-	if v2, _, _, _ := b.Installation("42"); v2 != v {
+	if v2, _, _, _ := b.Installation("", "42"); v2 != v {
 		t.Error("the verifier is made again for each delivery")
 	}
-	if _, _, _, ok := b.Installation("globex"); ok {
+	if _, _, _, ok := b.Installation("globex", ""); ok {
 		t.Error("an organization with no installation has a verifier")
 	}
 }

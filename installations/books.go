@@ -2,9 +2,12 @@ package installations
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/servicegate/servicegate/webhook"
 )
 
 // Books holds the books of the loaded configs, by the store each keeps its
@@ -79,10 +82,16 @@ func (s *Books) List() ([]Summary, error) {
 // from every book that holds it, and says from how many.
 func (s *Books) Remove(organization string) (removed int, err error) {
 	s.each(func(b *Book) bool {
-		if _, ok := b.Organization(organization); ok {
-			removed++
-			err = b.Remove(organization)
+		o, ferr := b.Find(organization)
+		switch {
+		case errors.Is(ferr, ErrNotFound):
+			return true
+		case ferr != nil:
+			err = ferr
+			return false
 		}
+		removed++
+		err = b.Remove(o.ID)
 		return err == nil
 	})
 	return removed, err
@@ -93,26 +102,33 @@ func (s *Books) Remove(organization string) (removed int, err error) {
 func (s *Books) Token(ctx context.Context, organization string) (token string, expires time.Time, err error) {
 	err = ErrNotFound
 	s.each(func(b *Book) bool {
-		if _, ok := b.Organization(organization); !ok {
+		o, ferr := b.Find(organization)
+		if errors.Is(ferr, ErrNotFound) {
 			return true
 		}
-		token, expires, err = b.Token(ctx, organization)
+		if ferr != nil {
+			err = ferr
+			return false
+		}
+		token, expires, err = b.Token(ctx, o)
 		return false
 	})
 	return token, expires, err
 }
 
-// QueuedToken sets, on the header h of a queued delivery of organization
-// when it is sent, the app token from the book kept for store (the queue
-// outlives config reloads), under header; inbound copies are removed.
+// QueuedToken sets, on the header h of a queued delivery when it is sent,
+// the app token of the organization its verified organization headers
+// name, from the book kept for store (the queue outlives config reloads),
+// under header; inbound copies are removed.
 func (s *Books) QueuedToken(store, header string) func(ctx context.Context, organization string, h http.Header) {
-	return func(ctx context.Context, organization string, h http.Header) {
+	return func(ctx context.Context, _ string, h http.Header) {
 		delete(h, header)
 		b := s.Of(store)
-		if b == nil || organization == "" {
+		o := Org{ID: h.Get(webhook.HeaderOrgID), Domain: h.Get(webhook.HeaderDomain)}
+		if b == nil || (o.ID == "" && o.Domain == "") {
 			return
 		}
-		if tok, _, err := b.Token(ctx, organization); err == nil {
+		if tok, _, err := b.Token(ctx, o); err == nil {
 			h[header] = []string{tok}
 		}
 	}

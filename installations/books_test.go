@@ -34,7 +34,7 @@ func TestBooks(t *testing.T) {
 	if tok, _, err := books.Token(context.Background(), "acme"); err != nil || tok == "" {
 		t.Errorf("token %q %v", tok, err)
 	}
-	h := http.Header{"X-App-Token": {"forged"}}
+	h := http.Header{"X-App-Token": {"forged"}, "X-Service-Domain": {"acme"}}
 	books.QueuedToken("file", "X-App-Token")(context.Background(), "1", h)
 	if got := h.Get("X-App-Token"); got == "forged" || got == "" {
 		t.Errorf("queued delivery's token %q", got)

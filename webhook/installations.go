@@ -10,9 +10,10 @@ import (
 // app, each organization's own (package installations' Book is one).
 type Installations interface {
 	// Installation returns the verifier of the app secret of the
-	// organization named by id or domain, with the organization's id
-	// and domain, and whether it has an installation.
-	Installation(org string) (v *signature.Verifier, id, domain string, ok bool)
+	// organization named by domain when it is not empty, else by id (a
+	// domain is never looked up as an id, nor the reverse), with the
+	// organization's id and domain, and whether it has an installation.
+	Installation(domain, id string) (v *signature.Verifier, instID, instDomain string, ok bool)
 }
 
 // refuseNotInstalled is a delivery of an organization with no
@@ -32,18 +33,14 @@ func (c *Checker) chooseInstallation(d *Delivery, h http.Header) bool {
 	if v := h[HeaderOrgID]; len(v) == 1 {
 		id = v[0]
 	}
-	key := domain
-	if key == "" {
-		key = id
-	}
-	if key == "" {
+	if domain == "" && id == "" {
 		return false
 	}
-	v, instID, instDomain, ok := c.Installations.Installation(key)
+	v, instID, instDomain, ok := c.Installations.Installation(domain, id)
 	if !ok {
 		return false
 	}
 	d.verifier = v
-	d.differ = (id != "" && id != instID) || (domain != "" && domain != instDomain && domain != instID)
+	d.differ = (id != "" && id != instID) || (domain != "" && domain != instDomain)
 	return true
 }

@@ -11,9 +11,9 @@ import (
 // installed is an Installations of fixed organizations.
 type installed map[string]struct{ id, domain, secret string }
 
-func (in installed) Installation(org string) (*signature.Verifier, string, string, bool) {
+func (in installed) Installation(domain, id string) (*signature.Verifier, string, string, bool) {
 	for _, o := range in {
-		if o.id == org || (o.domain != "" && o.domain == org) {
+		if (domain != "" && o.domain == domain) || (domain == "" && o.id == id) {
 			v, _ := signature.NewVerifier(o.secret)
 			return v, o.id, o.domain, true
 		}
@@ -41,6 +41,8 @@ func TestCheckerInstallations(t *testing.T) {
 		{"the id of another organization", "acme.example", "43", "secret-of-acme", false, http.StatusForbidden, "different organizations"},
 		{"no installation", "initech.example", "45", "secret-of-acme", false, http.StatusForbidden, "not installed"},
 		{"no organization named", "", "", "secret-of-acme", false, http.StatusForbidden, "not installed"},
+		{"an id sent as the domain", "42", "", "secret-of-acme", false, http.StatusForbidden, "not installed"},
+		{"a domain sent as the id", "", "acme.example", "secret-of-acme", false, http.StatusForbidden, "not installed"},
 		{"no installation, app-wide secrets", "initech.example", "", "app-wide", true, 0, ""},
 		{"an installation wins over app-wide secrets", "acme.example", "", "app-wide", true, http.StatusUnauthorized, "does not match"},
 	}
