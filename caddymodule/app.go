@@ -171,6 +171,7 @@ type ServiceApp struct {
 	descriptor []byte // the filled descriptor when BaseURL is set
 	site       *siteOrigin
 	inst       *appInstallations
+	proof      *lifecycleProof
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
@@ -445,6 +446,9 @@ func (a *ServiceApp) routeRest(ctx caddy.Context, f *appRouting) error {
 		guard.Subscription = routed(g.Subscription)
 	}
 	f.router.Guard(guard)
+	if err := a.proveWith(g); err != nil {
+		return fmt.Errorf("service_app: installations: %w", err)
+	}
 	for _, rt := range a.Routes {
 		if f.spillPath != "" && rt.Limits != nil && rt.Limits.Spill != nil && rt.Limits.Spill.Path == f.spillPath {
 			f.router.Prefix(f.spillPath, routed(rt.Limits))

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
@@ -22,6 +24,8 @@ import (
 	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/installations"
+	"github.com/servicegate/servicegate/subscription"
+	"github.com/servicegate/servicegate/token"
 )
 
 // appDefaultTokenHeader carries an organization's app token to the app.
@@ -55,6 +59,16 @@ type AppInstallations struct {
 	// without appSecret and code; "off" answers the service without the
 	// app. Default on.
 	Forward string `json:"forward,omitempty"`
+
+	// BudgetPerSource and BudgetOverall limit the lifecycle calls the
+	// service does not vouch for: each one makes the gateway ask the
+	// service (an app token, a subscription query) with the app's client
+	// credentials, and a source address may make BudgetPerSource of them
+	// a minute, all sources together BudgetOverall; then its calls are
+	// answered 429 with Retry-After and the service is not asked. Calls
+	// the service proves spend nothing. Default 10 and 100.
+	BudgetPerSource int `json:"budget_per_source,omitempty"`
+	BudgetOverall   int `json:"budget_overall,omitempty"`
 
 	// TokenHeader is the request header that carries the organization's
 	// app token to the app, on verified webhook deliveries and on
@@ -189,6 +203,12 @@ func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Des
 		return cfg, nil, errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
 	}
 	cfg.ClientID, cfg.TokenTimeout, cfg.Forward = a.clientID, appTokenTimeout, ic.Forward != "off"
+	cfg.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.Service, a.AuthURL), ""), "/")
+	if h := ic.TokenHeader; h != "off" {
+		cfg.TokenHeader = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
+	}
+	cfg.Prove, cfg.Confirm, cfg.Source = a.proveAppToken, a.confirmPaid, clientIP
+	cfg.Budget = installations.NewBudget(ic.BudgetPerSource, ic.BudgetOverall, 0, nil)
 	cfg.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
 		installations.Uninstall: desc.Events.Uninstall, installations.SubscriptionPaid: desc.Events.SubscriptionPaid}
 	cfg.Purge, cfg.Refuse = forgetOrganization(ctx), refuse
@@ -235,6 +255,77 @@ func (a *ServiceApp) openInstallations(cfg installations.Config, where string) e
 	}
 	a.cleanups = append(a.cleanups, cleanupFunc(installationBooks.Keep(where, book)))
 	return nil
+}
+
+// lifecycleProof is what service_app proves lifecycle calls with, known
+// once the guard's handlers are loaded (see routeRest): the verifier of
+// the service's tokens, and the subscription query.
+type lifecycleProof struct {
+	verifier *token.Verifier
+	client   *subscription.Client
+	base     string // may hold {http.service.organization}
+	app      string
+}
+
+// proveAppToken verifies an app token the service issued, as the guard's
+// service_auth verifies a user's token (the same keys, issuer and
+// audience), and names the organization of its claims.
+func (a *ServiceApp) proveAppToken(ctx context.Context, raw string) (installations.Org, error) {
+	p := a.proof
+	if p == nil || p.verifier == nil {
+		return installations.Org{}, errors.New("the routes are not loaded")
+	}
+	claims, err := p.verifier.Verify(ctx, raw)
+	if err != nil {
+		return installations.Org{}, err
+	}
+	return installations.OrgOf(claims), nil
+}
+
+// confirmPaid asks the service's subscription query, with the
+// organization's app token, whether its subscription is paid.
+func (a *ServiceApp) confirmPaid(ctx context.Context, in *installations.Installation, appToken string) (installations.Confirmation, error) {
+	p := a.proof
+	if p == nil {
+		return installations.Confirmation{}, errors.New("the routes are not loaded")
+	}
+	repl := caddy.NewReplacer()
+	repl.Set(organizationVarName, cmp.Or(in.Domain, in.OrganizationID))
+	qctx, cancel := context.WithTimeout(ctx, appTokenTimeout)
+	defer cancel()
+	ans, err := p.client.Query(qctx, repl.ReplaceAll(p.base, ""), p.app, appToken)
+	if err != nil {
+		return installations.Confirmation{}, err
+	}
+	return installations.Confirmation{Paid: ans.Status == subscription.Active && ans.ActiveAt(time.Now()), Expires: ans.Expires}, nil
+}
+
+// proveWith keeps what the guard g proves lifecycle calls with.
+func (a *ServiceApp) proveWith(g *AppRoute) error {
+	if a.inst == nil {
+		return nil
+	}
+	p := &lifecycleProof{verifier: g.Auth.verifier, app: cmp.Or(caddy.NewReplacer().ReplaceKnown(a.AppIdentifier, ""), a.desc.Identifier)}
+	if s := g.Subscription; s != nil {
+		p.client, p.base, p.app = s.client, s.base, s.app
+	} else {
+		var err error
+		if p.client, err = subscription.NewClient(""); err != nil {
+			return err
+		}
+		p.base = strings.TrimSuffix(caddy.NewReplacer().ReplaceKnown(a.Service, ""), "/")
+	}
+	a.proof = p
+	return nil
+}
+
+// clientIP is the address a request comes from, as Caddy's trusted_proxies
+// settle it.
+func clientIP(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	return r.RemoteAddr
 }
 
 // routeLifecycle routes the lifecycle paths of desc to the installations.
@@ -298,6 +389,8 @@ func (ic *AppInstallations) validate() error {
 		return fmt.Errorf("service_app: installations: store %q is neither disk nor redis", ic.Store)
 	case ic.Forward != "" && ic.Forward != "on" && ic.Forward != "off":
 		return fmt.Errorf("service_app: installations: forward takes on or off, not %q", ic.Forward)
+	case ic.BudgetPerSource < 0 || ic.BudgetOverall < 0:
+		return errors.New("service_app: installations: unproved_budget takes positive numbers of calls a minute")
 	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !httpguts.ValidHeaderFieldName(ic.TokenHeader):
 		return fmt.Errorf("service_app: installations: token_header %q is not a header name", ic.TokenHeader)
 	}
@@ -311,6 +404,7 @@ func (ic *AppInstallations) validate() error {
 //		store disk                 # default disk
 //		forward on|off             # default on
 //		token_header <name>|off    # default X-Service-App-Token
+//		unproved_budget <per source> [<overall>]  # a minute; default 10 100
 //	}
 func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 	start := d.Token()
@@ -326,6 +420,9 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 		"store":        once(stringArg(&ic.Store)),
 		"forward":      once(stringArg(&ic.Forward)),
 		"token_header": once(stringArg(&ic.TokenHeader)),
+		"unproved_budget": once(func(d *caddyfile.Dispenser) error {
+			return unprovedBudget(d, &ic.BudgetPerSource, &ic.BudgetOverall)
+		}),
 	})
 	if err != nil {
 		return err
@@ -334,5 +431,21 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 		return errAt(start, strings.TrimPrefix(err.Error(), "service_app: "))
 	}
 	a.Installations = ic
+	return nil
+}
+
+// unprovedBudget reads `unproved_budget <per source> [<overall>]`.
+func unprovedBudget(d *caddyfile.Dispenser, perSource, overall *int) error {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 2 {
+		return d.ArgErr()
+	}
+	for i, arg := range args {
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return d.Errf("unproved_budget takes positive numbers of calls a minute, not %q", arg)
+		}
+		*[]*int{perSource, overall}[i] = n
+	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/servicegate/servicegate/emulator"
 	"github.com/servicegate/servicegate/oauth"
+	"github.com/servicegate/servicegate/token"
 )
 
 // TestHandlerWithEmulatedService runs the lifecycle against the emulated
@@ -31,7 +32,12 @@ func TestHandlerWithEmulatedService(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := &app{}
-	h, err := NewHandler(HandlerConfig{Book: book, ClientID: "client-1", Forward: true,
+	verifier := token.NewVerifier(token.HMAC([]byte("client-secret")), token.Options{Audience: []string{"client-1"}})
+	prove := func(ctx context.Context, raw string) (Org, error) {
+		claims, err := verifier.Verify(ctx, raw)
+		return OrgOf(claims), err
+	}
+	h, err := NewHandler(HandlerConfig{Book: book, ClientID: "client-1", Forward: true, Prove: prove,
 		Paths: [NumKinds]string{Installed: "/installed", Uninstall: "/uninstall", SubscriptionPaid: "/paid"}})
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +55,10 @@ func TestHandlerWithEmulatedService(t *testing.T) {
 		t.Fatalf("install: %+v %v", call, err)
 	}
 	secret, _ := svc.AppSecret("acme.example")
-	if got, ok := book.Secret("acme.example"); !ok || got != secret {
+	if got, ok := book.Secret(Org{Domain: "acme.example"}); !ok || got != secret {
 		t.Fatal("the installation the service made was not stored")
 	}
-	tok, _, err := book.Token(ctx, "42")
+	tok, _, err := book.Token(ctx, Org{ID: "42"})
 	if err != nil || tok == "" {
 		t.Fatalf("token: %v", err)
 	}
@@ -63,12 +69,29 @@ func TestHandlerWithEmulatedService(t *testing.T) {
 	if err := h.Serve(w, r, app); err != nil || w.Code != http.StatusForbidden {
 		t.Fatalf("made-up installation: %d %v", w.Code, err)
 	}
-	if _, ok := book.Secret("globex.example"); ok {
+	if _, ok := book.Secret(Org{Domain: "globex.example"}); ok {
 		t.Fatal("a made-up installation was stored")
 	}
 
+	// globex, with its own real secret, names acme's id, or acme's domain
+	// as its id: the service's app token names globex, nothing is stored.
+	if call, err := svc.InstallApp(ctx, nil, gateway.URL+"/installed", "globex.example", service.URL); err != nil || !call.OK() {
+		t.Fatalf("install globex: %+v %v", call, err)
+	}
+	globex, _ := svc.AppSecret("globex.example")
+	for _, org := range []string{"42", "acme.example"} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("POST", "/installed", strings.NewReader(lifecycleBody(org, "globex.example", globex)))
+		if err := h.Serve(w, r, app); err != nil || w.Code != http.StatusForbidden {
+			t.Fatalf("globex naming %s: %d %v", org, w.Code, err)
+		}
+	}
+	if got, _ := book.Secret(Org{ID: "42"}); got != secret || book.Len() != 2 {
+		t.Fatalf("acme's installation was taken over: %d held", book.Len())
+	}
+
 	call, err = svc.UninstallApp(ctx, nil, gateway.URL+"/uninstall", "acme.example", service.URL)
-	if err != nil || !call.OK() || book.Len() != 0 {
+	if err != nil || !call.OK() || book.Len() != 1 {
 		t.Fatalf("uninstall: %+v %v, %d held", call, err, book.Len())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/servicegate/servicegate/jsonscan"
 )
 
 // Kind is a lifecycle call of the service.
@@ -41,19 +43,49 @@ const MaxEventBody = 64 << 10
 // maxField caps each field of a lifecycle call.
 const maxField = 2048
 
-// Event is a lifecycle call as the service sent it.
+// Event is a lifecycle call as the service sent it. None of its fields is
+// trusted until the service vouched for it (see Handler).
 type Event struct {
 	// Kind is the call.
 	Kind Kind
 	// The call's fields. Ids sent as JSON numbers are kept in decimal.
 	AppID, AppSecret, ClientID, UserID, OrganizationID, Domain, BaseURL, Code string
+}
 
-	// fields are the body's members, for the copy the app is told.
-	fields map[string]json.RawMessage
+// eventField is a member of a lifecycle call's body.
+type eventField struct {
+	name     string
+	id       bool // a string or an integer
+	required func(Kind) bool
+	nullable bool
+}
+
+func always(Kind) bool          { return true }
+func never(Kind) bool           { return false }
+func notPaid(k Kind) bool       { return k != SubscriptionPaid }
+func onlyInstalled(k Kind) bool { return k == Installed }
+func (e *Event) dst(i int) *string {
+	return [...]*string{&e.AppID, &e.OrganizationID, &e.Domain, &e.AppSecret, &e.ClientID, &e.BaseURL, &e.UserID, &e.Code}[i]
+}
+
+// eventFields are the members a lifecycle call may carry, in the order of
+// Event.dst.
+var eventFields = [...]eventField{
+	{"appId", true, always, false},
+	{"organizationId", true, always, false},
+	{"domain", false, always, true}, // null in the standard edition
+	{"appSecret", false, notPaid, false},
+	{"clientId", false, notPaid, false},
+	{"baseUrl", false, notPaid, false},
+	{"userId", true, onlyInstalled, false},
+	{"code", false, never, true},
 }
 
 // ParseEvent reads the body of a lifecycle call of kind: a JSON object
-// with the fields the call carries. The error says, for the person who
+// with the fields the call carries. A key given twice, or one that
+// differs from another key or from a field's name only by case, is
+// refused, so that no two readers of the body can take different values
+// from it; other members are ignored. The error says, for the person who
 // reads it, which field is missing or wrong; it never quotes a value.
 func ParseEvent(kind Kind, body []byte) (*Event, error) {
 	if kind < 0 || kind >= NumKinds {
@@ -62,32 +94,51 @@ func ParseEvent(kind Kind, body []byte) (*Event, error) {
 	if len(body) > MaxEventBody {
 		return nil, fmt.Errorf("the %s call's body is larger than 64 KiB", kind)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+	e := &Event{Kind: kind}
+	var raws [len(eventFields)][]byte
+	var seen []string
+	var s jsonscan.Scanner
+	s.Reset(body)
+	var problem error
+	err := s.Object(func(key []byte) error {
+		k := string(key)
+		for _, other := range seen {
+			if other == k {
+				problem = fmt.Errorf("the %s call's body names %s twice", kind, quoteKey(k))
+				return problem
+			}
+			if strings.EqualFold(other, k) {
+				problem = fmt.Errorf("the %s call's body has keys that differ only by case (%s)", kind, quoteKey(k))
+				return problem
+			}
+		}
+		seen = append(seen, k)
+		for i, f := range eventFields {
+			if f.name == k {
+				v, err := s.Value()
+				raws[i] = v
+				return err
+			}
+			if strings.EqualFold(f.name, k) {
+				problem = fmt.Errorf("the %s call's body has %s where %s is meant: keys differ by case", kind, quoteKey(k), f.name)
+				return problem
+			}
+		}
+		return s.Skip()
+	})
+	if problem != nil {
+		return nil, problem
+	}
+	if err == nil {
+		err = s.Finish()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("the %s call's body is not a JSON object", kind)
 	}
-	e := &Event{Kind: kind, fields: fields}
-	type field struct {
-		name     string
-		dst      *string
-		id       bool // a string or an integer
-		required bool
-		nullable bool
-	}
-	all := []field{
-		{"appId", &e.AppID, true, true, false},
-		{"organizationId", &e.OrganizationID, true, true, false},
-		{"domain", &e.Domain, false, true, true}, // null in the standard edition
-		{"appSecret", &e.AppSecret, false, kind != SubscriptionPaid, false},
-		{"clientId", &e.ClientID, false, kind != SubscriptionPaid, false},
-		{"baseUrl", &e.BaseURL, false, kind != SubscriptionPaid, false},
-		{"userId", &e.UserID, true, kind == Installed, false},
-		{"code", &e.Code, false, false, true},
-	}
-	for _, f := range all {
-		raw, ok := fields[f.name]
-		if !ok {
-			if f.required {
+	for i, f := range eventFields {
+		raw := raws[i]
+		if raw == nil {
+			if f.required(kind) {
 				return nil, fmt.Errorf("the %s call lacks %s", kind, f.name)
 			}
 			continue
@@ -96,12 +147,24 @@ func ParseEvent(kind Kind, body []byte) (*Event, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the %s call's %s %s", kind, f.name, err)
 		}
-		if v == "" && f.required && !f.nullable {
+		if v == "" && f.required(kind) && !f.nullable {
 			return nil, fmt.Errorf("the %s call's %s is empty", kind, f.name)
 		}
-		*f.dst = v
+		*e.dst(i) = v
 	}
 	return e, nil
+}
+
+// quoteKey names a key of the body in an error: quoted, cut short, with
+// anything but printable ASCII left out.
+func quoteKey(k string) string {
+	b := make([]byte, 0, 34)
+	for i := 0; i < len(k) && len(b) < 32; i++ {
+		if c := k[i]; c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+			b = append(b, c)
+		}
+	}
+	return strconv.Quote(string(b))
 }
 
 // readField reads a JSON string (or, for an id, an integer; or null when
@@ -140,17 +203,4 @@ func readField(raw json.RawMessage, id, nullable bool) (string, error) {
 		}
 	}
 	return s, nil
-}
-
-// Forwarded is the body the app is told: the call's members less
-// appSecret and code, each member once.
-func (e *Event) Forwarded() []byte {
-	kept := make(map[string]json.RawMessage, len(e.fields))
-	for k, v := range e.fields {
-		if !strings.EqualFold(k, "appSecret") && !strings.EqualFold(k, "code") {
-			kept[k] = v
-		}
-	}
-	out, _ := json.Marshal(kept) // members that parsed marshal again
-	return out
 }

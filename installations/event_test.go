@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 const installedBody = `{"appId":"demo-app","appSecret":"s3cret-of-the-installation","clientId":"client-1","userId":7,` +
@@ -56,25 +57,49 @@ func TestParseEvent(t *testing.T) {
 	}
 }
 
-func TestForwardedDropsSecrets(t *testing.T) {
-	body := `{"appId":"a","appSecret":"first","clientId":"c","userId":7,"organizationId":42,"domain":"d",` +
-		`"baseUrl":"https://x","code":"the-code","AppSecret":"variant","extra":{"k":1},"appSecret":"second"}`
-	ev, err := ParseEvent(Installed, []byte(body))
-	if err != nil {
+func TestParseEventRefusesAmbiguousKeys(t *testing.T) {
+	base := `"appId":"a","appSecret":"s","clientId":"c","userId":7,"organizationId":42,"domain":"d","baseUrl":"https://x"`
+	for _, c := range []struct{ name, body, want string }{
+		{"a field in another case", `{"organizationid":43,` + base + `}`, "keys differ by case"},
+		{"a field in another case alone", `{"appId":"a","appSecret":"s","clientId":"c","userId":7,"OrganizationId":42,"domain":"d","baseUrl":"https://x"}`, "keys differ by case"},
+		{"a field twice", `{` + base + `,"organizationId":43}`, "names \"organizationId\" twice"},
+		{"another key twice", `{"x":1,` + base + `,"x":2}`, "twice"},
+		{"another key in two cases", `{"xY":1,` + base + `,"Xy":2}`, "differ only by case"},
+		{"a secret given twice", `{` + base + `,"appSecret":"t"}`, "twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseEvent(Installed, []byte(c.body))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+	// Unknown members are ignored.
+	if _, err := ParseEvent(Installed, []byte(`{"extra":{"k":[1]},`+base+`}`)); err != nil {
 		t.Fatal(err)
 	}
-	out := ev.Forwarded()
-	for _, secret := range []string{"first", "second", "variant", "the-code"} {
-		if strings.Contains(string(out), secret) {
-			t.Errorf("the app is told %q: %s", secret, out)
+}
+
+func TestToldIsWrittenFromTheInstallation(t *testing.T) {
+	in := &Installation{OrganizationID: "42", Domain: `ac"me`, BaseURL: "https://service.example", AppID: "demo-app",
+		AppSecret: "s3cret", UserID: "7", InstalledAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
+		Token: Token{AccessToken: "app-token"}}
+	for _, k := range []Kind{Installed, Uninstall, SubscriptionPaid} {
+		out := told(k, "client-1", in, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("%s: %v: %s", k, err, out)
+		}
+		if m["event"] != k.String() || m["organizationId"] != float64(42) || m["domain"] != `ac"me` || m["clientId"] != "client-1" {
+			t.Errorf("%s: %s", k, out)
+		}
+		if strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "app-token") {
+			t.Errorf("%s tells a secret: %s", k, out)
 		}
 	}
-	var m map[string]any
-	if err := json.Unmarshal(out, &m); err != nil {
-		t.Fatal(err)
-	}
-	if m["organizationId"] != float64(42) || m["extra"] == nil || m["userId"] != float64(7) {
-		t.Errorf("forwarded = %s", out)
+	in.Domain = ""
+	if out := told(Uninstall, "c", in, time.Time{}); !strings.Contains(string(out), `"domain":null`) {
+		t.Errorf("standard edition: %s", out)
 	}
 }
 
@@ -83,6 +108,10 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add(1, []byte(`{"appId":"a","appSecret":"s","clientId":"c","organizationId":42,"domain":null,"baseUrl":"https://x"}`))
 	f.Add(2, []byte(`{"appId":"a","organizationId":"42","domain":"d"}`))
 	f.Add(0, []byte(`{"organizationId":-0}`))
+	f.Add(2, []byte(`{"appId":"a","organizationId":"42","domain":"d","organizationid":"43"}`))
+	f.Add(2, []byte(`{"appId":"a","organizationId":"42","domain":"d","domain":"e"}`))
+	f.Add(2, []byte(`{"appId":"a","organizationId":"42","Domain":"e"}`))
+	f.Add(2, []byte(`{"appId":"a","organizationId":"42","domain":"d","x":{"organizationId":1}}`))
 	f.Fuzz(func(t *testing.T, kind int, body []byte) {
 		k := Kind(kind % int(NumKinds))
 		if k < 0 {
@@ -95,15 +124,26 @@ func FuzzParseEvent(f *testing.F) {
 		if ev.OrganizationID == "" || ev.AppID == "" {
 			t.Fatalf("parsed without an organization or app: %+v", ev)
 		}
-		out := ev.Forwarded()
-		var m map[string]json.RawMessage
-		if json.Unmarshal(out, &m) != nil {
-			t.Fatalf("the forwarded body is not JSON: %q", out)
+		// Go's decoder matches keys in any case and keeps the last: it
+		// must read what the parser read.
+		var std struct {
+			OrganizationID json.RawMessage `json:"organizationId"`
+			Domain         json.RawMessage `json:"domain"`
 		}
-		for key := range m {
-			if strings.EqualFold(key, "appSecret") || strings.EqualFold(key, "code") {
-				t.Fatalf("the forwarded body keeps %q", key)
+		if err := json.Unmarshal(body, &std); err != nil {
+			t.Fatalf("parsed a body encoding/json refuses: %v", err)
+		}
+		if got, _ := readField(std.OrganizationID, true, false); got != ev.OrganizationID {
+			t.Fatalf("encoding/json reads organization %q, the parser %q", got, ev.OrganizationID)
+		}
+		if std.Domain != nil {
+			if got, _ := readField(std.Domain, false, true); got != ev.Domain {
+				t.Fatalf("encoding/json reads domain %q, the parser %q", got, ev.Domain)
 			}
+		}
+		in := &Installation{OrganizationID: ev.OrganizationID, Domain: ev.Domain, AppID: ev.AppID, UserID: ev.UserID}
+		if out := told(k, "client", in, time.Time{}); !json.Valid(out) {
+			t.Fatalf("the body the app is told is not JSON: %q", out)
 		}
 	})
 }

@@ -23,12 +23,19 @@ type Config struct {
 	TokenTimeout time.Duration
 	// Renewed: see BookConfig.
 	Renewed func(organization string, err error)
-	// Paths, Forward, Purge, Refuse and Report: see HandlerConfig.
-	Paths   [NumKinds]string
-	Forward bool
-	Purge   func(organizationID, domain string)
-	Refuse  func(w http.ResponseWriter, r *http.Request, status int, message string) error
-	Report  func(o Outcome, organization string, err error)
+	// Prove, Confirm, BaseURL, Paths, Forward, TokenHeader, Purge,
+	// Budget, Source, Refuse and Report: see HandlerConfig.
+	Prove       Prover
+	Confirm     func(ctx context.Context, in *Installation, appToken string) (Confirmation, error)
+	BaseURL     string
+	Paths       [NumKinds]string
+	Forward     bool
+	TokenHeader string
+	Purge       func(organizationID, domain string)
+	Budget      *Budget
+	Source      func(r *http.Request) string
+	Refuse      func(w http.ResponseWriter, r *http.Request, status int, message string) error
+	Report      func(o Outcome, organization string, err error)
 }
 
 // Open makes the book and the lifecycle handler of cfg.
@@ -40,8 +47,9 @@ func Open(cfg Config) (*Book, *Handler, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	handler, err := NewHandler(HandlerConfig{Book: book, ClientID: cfg.ClientID, Paths: cfg.Paths,
-		Forward: cfg.Forward, Purge: cfg.Purge, Refuse: cfg.Refuse, Report: cfg.Report})
+	handler, err := NewHandler(HandlerConfig{Book: book, ClientID: cfg.ClientID, Prove: cfg.Prove, Confirm: cfg.Confirm,
+		BaseURL: cfg.BaseURL, Paths: cfg.Paths, Forward: cfg.Forward, TokenHeader: cfg.TokenHeader, Purge: cfg.Purge,
+		Budget: cfg.Budget, Source: cfg.Source, Refuse: cfg.Refuse, Report: cfg.Report})
 	if err != nil {
 		return nil, nil, err
 	}
