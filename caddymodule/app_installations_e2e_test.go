@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,27 +35,56 @@ const installationsDescriptor = `{
 // testInstallationsKey seals the installations of these tests.
 const testInstallationsKey = "an installations key of 32 bytes+"
 
-// lifecycleUpstream is the app: it records each request's path, body and
-// app token header.
+// lifecycleUpstream is the app: it records each request's path, body,
+// app token header and headers. While failing is set, it answers 503;
+// while gone is set, it closes each connection with no answer.
 type lifecycleUpstream struct {
 	*httptest.Server
-	mu   sync.Mutex
-	seen []lifecycleSeen
+	mu      sync.Mutex
+	seen    []lifecycleSeen
+	failing atomic.Bool
+	gone    atomic.Bool
 }
 
-type lifecycleSeen struct{ path, body, token string }
+type lifecycleSeen struct {
+	path, body, token string
+	header            http.Header
+}
 
 func newLifecycleUpstream(t *testing.T) *lifecycleUpstream {
 	u := &lifecycleUpstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u.gone.Load() {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
-		u.seen = append(u.seen, lifecycleSeen{r.URL.Path, string(body), strings.Join(r.Header.Values(appDefaultTokenHeader), ",")})
+		u.seen = append(u.seen, lifecycleSeen{r.URL.Path, string(body), strings.Join(r.Header.Values(appDefaultTokenHeader), ","), r.Header.Clone()})
 		u.mu.Unlock()
+		if u.failing.Load() {
+			http.Error(w, "the app is failing", http.StatusServiceUnavailable)
+			return
+		}
 		io.WriteString(w, "the app: "+r.URL.Path)
 	}))
 	t.Cleanup(u.Close)
 	return u
+}
+
+// count is how many requests of path the app received.
+func (u *lifecycleUpstream) count(path string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, s := range u.seen {
+		if s.path == path {
+			n++
+		}
+	}
+	return n
 }
 
 func (u *lifecycleUpstream) last() lifecycleSeen {
@@ -472,8 +502,8 @@ func TestServiceAppSubscriptionPaidForgetsTheAnswer(t *testing.T) {
 	}
 	get()
 	get()
-	if n := svc.Queries("acme.example"); n != 2 {
-		t.Fatalf("%d subscription queries after five payments, want 2: one more, then cached again", n)
+	if n := svc.Queries("acme.example"); n != 3 {
+		t.Fatalf("%d subscription queries after five payments, want 3: the gateway's one confirmation of the payment, one more for the users, then cached again", n)
 	}
 	// A made-up organization purges nothing.
 	made := `{"appId":"demo-app","organizationId":999,"domain":"acme.example"}`
@@ -481,7 +511,7 @@ func TestServiceAppSubscriptionPaidForgetsTheAnswer(t *testing.T) {
 		t.Fatalf("made-up paid: %d", resp.StatusCode)
 	}
 	get()
-	if n := svc.Queries("acme.example"); n != 2 {
+	if n := svc.Queries("acme.example"); n != 3 {
 		t.Fatalf("a made-up subscription_paid made the gateway ask again: %d queries", n)
 	}
 }
