@@ -43,6 +43,17 @@ type BookConfig struct {
 	// Renewed, when set, is told of every token request Token makes,
 	// with its error, for metrics. err never holds a secret or a token.
 	Renewed func(organization string, err error)
+	// App is the app's client id: every record is bound to it, so that a
+	// record copied from another app's store does not open.
+	App string
+	// Unreadable, when set, is told once of each organization whose
+	// record does not open (damaged, sealed under no configured key, or
+	// another app's): it is skipped, and the rest go on.
+	Unreadable func(organization string, err error)
+	// Resealed, when set, is told how many records sealed under a retired
+	// key (or in the earlier format) were sealed again under the current
+	// key, and how many could not be, each time the book does so.
+	Resealed func(resealed, failed int)
 }
 
 // A Book holds the installations of an app: sealed in its Store, and in a
@@ -58,6 +69,9 @@ type Book struct {
 	byID     map[string]*entry
 	byDomain map[string]*entry
 
+	// bad holds the organizations (ids) whose record does not open.
+	bad map[string]bool
+
 	flight singleflight.Group
 	// writes orders Install, Remove and the storing of a renewed token,
 	// so that a token renewed during an uninstall does not bring the
@@ -69,6 +83,7 @@ type Book struct {
 type entry struct {
 	id, domain string
 	secret     string
+	retired    bool // the stored record is still sealed under a retired key
 	token      atomic.Pointer[tokenState]
 	verifier   atomic.Pointer[signature.Verifier] // made at the first delivery
 	paidAt     atomic.Int64                       // unix nanos of the last subscription_paid purge
@@ -82,8 +97,9 @@ type tokenState struct {
 }
 
 // NewBook returns a Book over cfg.Store, with its local copy loaded from
-// it. A record that does not open with the key is an error: the key is
-// not the one the records were sealed with.
+// it. Records sealed under a retired key are sealed again under the
+// current one. A record that does not open is skipped (see
+// BookConfig.Unreadable): one bad record harms no other organization.
 func NewBook(cfg BookConfig) (*Book, error) {
 	if cfg.Store == nil || cfg.Sealer == nil {
 		return nil, errors.New("installations: a store and a sealer are required")
@@ -94,24 +110,110 @@ func NewBook(cfg BookConfig) (*Book, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry)}
-	bad := 0
+	cfg.Sealer = cfg.Sealer.Bind(cfg.App)
+	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry), bad: map[string]bool{}}
+	var retired []Swap
 	err := cfg.Store.Each(func(org string, sealed []byte) error {
-		in, err := cfg.Sealer.openRecord(org, sealed)
+		in, state, err := cfg.Sealer.openRecord(org, sealed)
 		if err != nil {
-			bad++
+			b.markUnreadable(org, err)
 			return nil
 		}
-		b.keep(in)
+		b.keep(in, state)
+		if state == KeyRetired {
+			retired = append(retired, Swap{Organization: org, Old: sealed})
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the installations: %w", err)
 	}
-	if bad > 0 {
-		return nil, fmt.Errorf("%d stored installation records do not open with the configured key: was the key changed?", bad)
-	}
+	b.reseal(retired)
 	return b, nil
+}
+
+// markUnreadable skips an organization whose record does not open,
+// telling Unreadable the first time.
+func (b *Book) markUnreadable(org string, err error) {
+	b.mu.Lock()
+	b.dropLocked(org)
+	seen := b.bad[org]
+	b.bad[org] = true
+	b.mu.Unlock()
+	if !seen && b.cfg.Unreadable != nil {
+		b.cfg.Unreadable(org, err)
+	}
+}
+
+// Unreadable tells whether the organization id names (domain is not
+// known for a record that does not open) has a stored record that does
+// not open: its deliveries are to be tried again later, not refused as
+// not installed.
+func (b *Book) Unreadable(_, id string) bool {
+	if id == "" {
+		return false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.bad[id]
+}
+
+// reseal seals the records again under the current key, each only while
+// the store still holds what was read, and marks the entries that are.
+func (b *Book) reseal(records []Swap) {
+	if len(records) == 0 {
+		return
+	}
+	for i := range records {
+		in, _, err := b.cfg.Sealer.openRecord(records[i].Organization, records[i].Old)
+		if err == nil {
+			records[i].New, err = b.cfg.Sealer.sealRecord(in)
+		}
+		if err != nil {
+			records[i].New = nil
+		}
+	}
+	b.writes.Lock()
+	done := 0
+	if sw, ok := b.cfg.Store.(Swapper); ok {
+		done, _ = sw.Swap(records)
+	} else {
+		for _, r := range records {
+			if r.New != nil && b.cfg.Store.Put(r.Organization, r.New) == nil {
+				done++
+			}
+		}
+	}
+	b.writes.Unlock()
+	if done == len(records) {
+		b.mu.Lock()
+		for _, r := range records {
+			if e := b.byID[r.Organization]; e != nil {
+				e.retired = false
+			}
+		}
+		b.mu.Unlock()
+	}
+	if b.cfg.Resealed != nil {
+		b.cfg.Resealed(done, len(records)-done)
+	}
+}
+
+// KeyStates counts the stored records by the key they are sealed under: a
+// retired key may go once no record is KeyRetired on any instance.
+func (b *Book) KeyStates() [NumKeyStates]int {
+	var out [NumKeyStates]int
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, e := range b.byID {
+		if e.retired {
+			out[KeyRetired]++
+		} else {
+			out[KeyCurrent]++
+		}
+	}
+	out[KeyNone] = len(b.bad)
+	return out
 }
 
 // Len is the number of installations held.
@@ -122,14 +224,15 @@ func (b *Book) Len() int {
 }
 
 // keep puts in into the local copy, replacing the organization's earlier
-// entry.
-func (b *Book) keep(in *Installation) {
-	e := &entry{id: in.OrganizationID, domain: in.Domain, secret: in.AppSecret}
+// entry; state is the key its stored record is sealed under.
+func (b *Book) keep(in *Installation, state KeyState) {
+	e := &entry{id: in.OrganizationID, domain: in.Domain, secret: in.AppSecret, retired: state == KeyRetired}
 	if in.Token.AccessToken != "" {
 		e.token.Store(b.tokenState(in.Token))
 	}
 	b.mu.Lock()
 	b.dropLocked(in.OrganizationID)
+	delete(b.bad, in.OrganizationID)
 	b.byID[e.id] = e
 	if e.domain != "" {
 		b.byDomain[e.domain] = e
@@ -237,6 +340,9 @@ func (b *Book) Find(name string) (Org, error) {
 	case byDomain != nil:
 		return Org{ID: byDomain.id, Domain: byDomain.domain}, nil
 	}
+	if b.Unreadable("", name) {
+		return Org{ID: name}, nil // its record does not open: it may be removed
+	}
 	return Org{}, ErrNotFound
 }
 
@@ -259,7 +365,7 @@ func (b *Book) Install(in *Installation) error {
 	if err := b.cfg.Store.Put(in.OrganizationID, sealed); err != nil {
 		return fmt.Errorf("storing the installation of %s: %w", in, err)
 	}
-	b.keep(in)
+	b.keep(in, KeyCurrent)
 	return nil
 }
 
@@ -272,6 +378,9 @@ func (b *Book) Remove(id string) error {
 		return fmt.Errorf("removing the installation of organization %s: %w", id, err)
 	}
 	b.Forget(id)
+	b.mu.Lock()
+	delete(b.bad, id)
+	b.mu.Unlock()
 	return nil
 }
 
@@ -289,47 +398,67 @@ func (b *Book) Forget(org string) {
 // announced by another instance calls.
 func (b *Book) Refresh(org string) error {
 	in, err := b.Get(org)
-	if errors.Is(err, ErrNotFound) {
+	switch {
+	case errors.Is(err, ErrNotFound):
 		b.Forget(org)
+		b.mu.Lock()
+		delete(b.bad, org)
+		b.mu.Unlock()
 		return nil
-	}
-	if err != nil {
+	case errors.Is(err, ErrSealed):
+		return nil // Get skipped it
+	case err != nil:
 		return err
 	}
-	b.keep(in)
+	b.keep(in, KeyCurrent)
 	return nil
 }
 
 // Get reads the whole installation of the organization whose id is id
-// from the store.
+// from the store. A record sealed under a retired key is sealed again
+// under the current one; one that does not open is skipped (ErrSealed).
 func (b *Book) Get(id string) (*Installation, error) {
 	sealed, err := b.cfg.Store.Get(id)
 	if err != nil {
 		return nil, err
 	}
-	return b.cfg.Sealer.openRecord(id, sealed)
+	in, state, err := b.cfg.Sealer.openRecord(id, sealed)
+	if err != nil {
+		b.markUnreadable(id, err)
+		return nil, err
+	}
+	if state == KeyRetired {
+		b.reseal([]Swap{{Organization: id, Old: sealed}})
+	}
+	return in, nil
 }
 
 // Summary is what may be shown of an installation: never a secret or a
 // token.
 type Summary struct {
+	// App is the app's client id.
+	App            string    `json:"app"`
 	OrganizationID string    `json:"organization_id"`
 	Domain         string    `json:"domain,omitempty"`
 	BaseURL        string    `json:"base_url,omitempty"`
 	InstalledAt    time.Time `json:"installed_at"`
 	TokenExpiresAt time.Time `json:"token_expires_at,omitzero"`
+	// Key is the key the record is sealed under: current, retired, or
+	// unreadable (it does not open, and is skipped).
+	Key string `json:"key"`
 }
 
 // List returns a summary of every stored installation, by organization id.
 func (b *Book) List() ([]Summary, error) {
 	var out []Summary
 	err := b.cfg.Store.Each(func(org string, sealed []byte) error {
-		in, err := b.cfg.Sealer.openRecord(org, sealed)
+		in, state, err := b.cfg.Sealer.openRecord(org, sealed)
 		if err != nil {
-			return fmt.Errorf("organization %s: %w", org, err)
+			out = append(out, Summary{OrganizationID: org, App: b.cfg.App, Key: KeyNone.String()})
+			return nil
 		}
-		out = append(out, Summary{OrganizationID: in.OrganizationID, Domain: in.Domain, BaseURL: in.BaseURL,
-			InstalledAt: in.InstalledAt, TokenExpiresAt: in.Token.Expires})
+		out = append(out, Summary{OrganizationID: in.OrganizationID, App: b.cfg.App, Domain: in.Domain, BaseURL: in.BaseURL,
+			InstalledAt: in.InstalledAt, TokenExpiresAt: in.Token.Expires, Key: state.String()})
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].OrganizationID < out[j].OrganizationID })

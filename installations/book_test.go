@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,9 +180,11 @@ func TestBookKeepsInstallationsSealedOnDisk(t *testing.T) {
 	if _, err := b.Get("43"); !errors.Is(err, ErrSealed) {
 		t.Errorf("a record copied to another organization opened: %v", err)
 	}
+	// Opened again, the bad record is skipped and the good one served.
 	s, _ := NewSealer(testKey)
-	if _, err := NewBook(BookConfig{Store: store, Sealer: s}); err == nil {
-		t.Error("a book opened over a record that does not open")
+	again, err := NewBook(BookConfig{Store: store, Sealer: s})
+	if err != nil || again.Len() != 1 || !again.Unreadable("", "43") {
+		t.Errorf("a book over a record that does not open: %v, %d held", err, again.Len())
 	}
 }
 
@@ -371,7 +374,7 @@ func TestBookMemoryPerInstallation(t *testing.T) {
 		org := strconv.Itoa(100000 + i)
 		in := testInstallation(org, "organization-"+org, "a-random-app-secret-0123456789abcdef")
 		in.Token = Token{AccessToken: token + org, IssuedAt: c.now(), Expires: c.now().Add(time.Hour)}
-		b.keep(in)
+		b.keep(in, KeyCurrent)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -405,4 +408,92 @@ func TestBookInstallationVerifiesWithItsSecret(t *testing.T) {
 	if _, _, _, ok := b.Installation("globex", ""); ok {
 		t.Error("an organization with no installation has a verifier")
 	}
+}
+
+// TestBookSkipsRecordsThatDoNotOpen: a damaged record, one sealed under
+// no configured key and one of another app are skipped and reported once
+// each; every other organization is served.
+func TestBookSkipsRecordsThatDoNotOpen(t *testing.T) {
+	c := newClock()
+	store := NewMemoryStore()
+	sealer, _ := NewSealer(testKey)
+	good := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	if err := good.Install(testInstallation("42", "acme", "s3cret-42")); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewSealer([]byte("another key of at least 32 bytes!!"))
+	foreign, _ := other.Bind("app-a").sealRecord(testInstallation("43", "globex", "s"))
+	otherApp, _ := sealer.Bind("app-b").sealRecord(testInstallation("44", "initech", "s"))
+	_ = store.Put("43", foreign)
+	_ = store.Put("44", otherApp)
+	_ = store.Put("999", []byte("garbage"))
+	var told []string
+	b := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer, Now: c.now,
+		Unreadable: func(org string, err error) { told = append(told, org) }})
+	if s, ok := b.Secret(Org{Domain: "acme"}); !ok || s != "s3cret-42" || b.Len() != 1 {
+		t.Fatalf("the good record: %v, %d held", ok, b.Len())
+	}
+	sort.Strings(told)
+	if strings.Join(told, ",") != "43,44,999" {
+		t.Fatalf("told of %v", told)
+	}
+	for _, org := range []string{"43", "44", "999"} {
+		if !b.Unreadable("", org) {
+			t.Errorf("%s is not reported unreadable", org)
+		}
+	}
+	if b.Unreadable("", "42") || b.Unreadable("acme", "") {
+		t.Error("a good or domain-only organization is reported unreadable")
+	}
+	if _, err := b.Get("999"); !errors.Is(err, ErrSealed) || len(told) != 3 {
+		t.Fatalf("reading a bad record again: %v, told %d times", err, len(told))
+	}
+	if st := b.KeyStates(); st[KeyCurrent] != 1 || st[KeyNone] != 3 {
+		t.Errorf("key states %v", st)
+	}
+	list, err := b.List()
+	if err != nil || len(list) != 4 || list[3].OrganizationID != "999" || list[3].Key != "unreadable" || list[0].App != "app-a" {
+		t.Errorf("list %+v %v", list, err)
+	}
+	// Installed again, the organization is repaired.
+	if err := b.Install(testInstallation("999", "hooli", "fresh")); err != nil || b.Unreadable("", "999") {
+		t.Fatalf("reinstall: %v", err)
+	}
+}
+
+// TestBookSealsRetiredRecordsAgain: records under a retired key open and
+// are sealed again under the current key at start.
+func TestBookSealsRetiredRecordsAgain(t *testing.T) {
+	store := NewMemoryStore()
+	old, _ := NewSealer(testKey)
+	first := newTestBookWith(t, store, BookConfig{App: "app", Sealer: old})
+	for _, org := range []string{"42", "43"} {
+		if err := first.Install(testInstallation(org, "d"+org, "s"+org)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := []byte("the next installations key, 32+ bytes")
+	rotated, _ := NewSealer(next, testKey)
+	var resealed, failed int
+	b := newTestBookWith(t, store, BookConfig{App: "app", Sealer: rotated, Resealed: func(r, f int) { resealed, failed = r, f }})
+	if s, _ := b.Secret(Org{ID: "43"}); s != "s43" || resealed != 2 || failed != 0 {
+		t.Fatalf("rotated: %q, resealed %d, failed %d", s, resealed, failed)
+	}
+	if st := b.KeyStates(); st[KeyCurrent] != 2 || st[KeyRetired] != 0 {
+		t.Errorf("key states %v", st)
+	}
+	onlyNext, _ := NewSealer(next)
+	if n := newTestBookWith(t, store, BookConfig{App: "app", Sealer: onlyNext}).Len(); n != 2 {
+		t.Fatalf("after the retired key went: %d held", n)
+	}
+}
+
+func newTestBookWith(t *testing.T, store Store, cfg BookConfig) *Book {
+	t.Helper()
+	cfg.Store = store
+	b, err := NewBook(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -49,7 +49,7 @@ func (in *Installation) String() string {
 	return "organization " + in.OrganizationID
 }
 
-// seal encodes and seals a record for its organization.
+// sealRecord encodes and seals a record for its organization.
 func (s *Sealer) sealRecord(in *Installation) ([]byte, error) {
 	plain, err := json.Marshal(in)
 	if err != nil {
@@ -58,16 +58,17 @@ func (s *Sealer) sealRecord(in *Installation) ([]byte, error) {
 	return s.Seal(in.OrganizationID, plain), nil
 }
 
-// openRecord opens a record stored under organization. A record that opens
-// but names another organization is refused as well.
-func (s *Sealer) openRecord(organization string, sealed []byte) (*Installation, error) {
-	plain, err := s.Open(organization, sealed)
+// openRecord opens a record stored under organization, and says which key
+// it is sealed under. A record that opens but names another organization
+// is refused as well.
+func (s *Sealer) openRecord(organization string, sealed []byte) (*Installation, KeyState, error) {
+	plain, state, err := s.OpenState(organization, sealed)
 	if err != nil {
-		return nil, err
+		return nil, KeyNone, err
 	}
 	var in Installation
 	if err := json.Unmarshal(plain, &in); err != nil || in.OrganizationID != organization {
-		return nil, ErrSealed
+		return nil, KeyNone, ErrSealed
 	}
-	return &in, nil
+	return &in, state, nil
 }

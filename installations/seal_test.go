@@ -53,3 +53,45 @@ func TestSealerRefusesShortKey(t *testing.T) {
 		t.Error("the error quotes the key")
 	}
 }
+
+func TestSealerRotation(t *testing.T) {
+	old, _ := NewSealer(testKey)
+	next := []byte("the next installations key, 32+ bytes")
+	rotated, err := NewSealer(next, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := old.Bind("app").Seal("42", []byte("record"))
+	got, state, err := rotated.Bind("app").OpenState("42", sealed)
+	if err != nil || string(got) != "record" || state != KeyRetired {
+		t.Fatalf("a record under the retired key: %q %v %v", got, state, err)
+	}
+	again := rotated.Bind("app").Seal("42", got)
+	if _, state, err := rotated.Bind("app").OpenState("42", again); err != nil || state != KeyCurrent {
+		t.Fatalf("sealed again: %v %v", state, err)
+	}
+	if _, err := old.Bind("app").Open("42", again); !errors.Is(err, ErrSealed) {
+		t.Error("a record under the new key opens with the old one alone")
+	}
+	if _, err := NewSealer(next, []byte("short")); err == nil || !strings.Contains(err.Error(), "retired key 1") {
+		t.Errorf("a short retired key: %v", err)
+	}
+}
+
+func TestSealerBindsTheApp(t *testing.T) {
+	s, _ := NewSealer(testKey)
+	sealed := s.Bind("app-a").Seal("42", []byte("record"))
+	if _, err := s.Bind("app-b").Open("42", sealed); !errors.Is(err, ErrSealed) {
+		t.Fatalf("app A's record opened as app B's: %v", err)
+	}
+	// A record of the earlier format (bound to its organization only)
+	// opens, to be sealed again.
+	aead := s.keys[0]
+	ns := aead.NonceSize()
+	v1 := make([]byte, 1+ns)
+	v1[0] = sealV1
+	v1 = aead.Seal(v1, v1[1:1+ns], []byte("record"), []byte("organization:42"))
+	if got, state, err := s.Bind("app-a").OpenState("42", v1); err != nil || string(got) != "record" || state != KeyRetired {
+		t.Fatalf("a record of the earlier format: %q %v %v", got, state, err)
+	}
+}

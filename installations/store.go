@@ -1,6 +1,7 @@
 package installations
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -35,6 +36,23 @@ type Replacer interface {
 	// Replace stores a sealed record when the organization has one, and
 	// reports whether it had.
 	Replace(organization string, sealed []byte) (bool, error)
+}
+
+// Swapper is a Store that can seal records again in bulk: each record is
+// replaced only while it still holds what was read, so that sealing it
+// again never brings back an installation removed or replaced meanwhile
+// (by another instance, say). It announces no change: the records hold
+// what they held.
+type Swapper interface {
+	// Swap replaces each record that still holds Old with New, and says
+	// how many it replaced.
+	Swap(records []Swap) (swapped int, err error)
+}
+
+// Swap is one record to seal again.
+type Swap struct {
+	Organization string
+	Old, New     []byte
 }
 
 // ErrNotFound is an organization with no installation.
@@ -107,6 +125,28 @@ func (s *BoltStore) Each(fn func(organization string, sealed []byte) error) erro
 	})
 }
 
+// Swap implements Swapper, in one transaction.
+func (s *BoltStore) Swap(records []Swap) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketInstallations)
+		for _, r := range records {
+			if !bytes.Equal(b.Get([]byte(r.Organization)), r.Old) {
+				continue
+			}
+			if err := b.Put([]byte(r.Organization), r.New); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // Close implements Store.
 func (s *BoltStore) Close() error { return s.db.Close() }
 
@@ -161,6 +201,20 @@ func (s *MemoryStore) Each(fn func(organization string, sealed []byte) error) er
 		}
 	}
 	return nil
+}
+
+// Swap implements Swapper.
+func (s *MemoryStore) Swap(records []Swap) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range records {
+		if old, ok := s.records[r.Organization]; ok && bytes.Equal(old, r.Old) {
+			s.records[r.Organization] = append([]byte(nil), r.New...)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Close implements Store.

@@ -55,6 +55,7 @@ const (
 	ReasonTooLarge                           // 413: over a Handler's MaxSize
 	ReasonSlowBody                           // 408: the body did not arrive within a Handler's ReadTimeout
 	ReasonUnreadable                         // 400: the body could not be read in full
+	ReasonUnavailable                        // 503: the organization's installation cannot be read now
 )
 
 // Refusal is a refused delivery: the status to answer and a message for
@@ -163,6 +164,9 @@ func (c *Checker) CheckHeaders(h http.Header) (Delivery, *Refusal) {
 		// No secret applies to this organization: nothing the body holds
 		// could pass.
 		if c.Installations != nil {
+			if u, ok := c.Installations.(UnreadableInstallations); ok && u.Unreadable(h.Get(HeaderDomain), h.Get(HeaderOrgID)) {
+				return d, refuseInstallationUnreadable
+			}
 			return d, refuseNotInstalled
 		}
 		return d, refuseMismatch

@@ -32,6 +32,7 @@ const (
 	BadBody                         // 400: not {"events":[…]} while events are checked
 	Unreadable                      // 400: the body could not be read in full
 	SlowBody                        // 408: the body did not arrive within ReadTimeout
+	Unavailable                     // 503: the organization's installation cannot be read now
 	// NumOutcomes is the number of outcomes, for arrays indexed by Outcome.
 	NumOutcomes
 )
@@ -45,6 +46,7 @@ var outcomeNames = [NumOutcomes]string{
 	BadBody:          "bad_body",
 	Unreadable:       "unreadable",
 	SlowBody:         "slow_body",
+	Unavailable:      "unavailable",
 }
 
 // String names the outcome in a word or two, as metrics label it.
@@ -65,6 +67,8 @@ func outcomeOf(r Reason) Outcome {
 		return SlowBody
 	case ReasonUnreadable:
 		return Unreadable
+	case ReasonUnavailable:
+		return Unavailable
 	}
 	return BadSignature
 }
@@ -237,5 +241,11 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, refusal *Refusa
 			zap.Strings("expected_module_keys", h.cfg.Checker.ModuleKeys), zap.Strings("expected_events", h.expectedEvents),
 			zap.String("module_key", respond.Quote(r.Header.Get(HeaderModuleKey))))
 	}
+	if refusal.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfter) // the service sends it again
+	}
 	return h.cfg.Refuse(w, r, refusal.Status, refusal.Message)
 }
+
+// retryAfter is the Retry-After of a delivery refused for now.
+const retryAfter = "30"

@@ -16,6 +16,20 @@ type Installations interface {
 	Installation(domain, id string) (v *signature.Verifier, instID, instDomain string, ok bool)
 }
 
+// UnreadableInstallations is Installations that can tell an organization whose
+// installation is stored but cannot be read (a damaged record, or one
+// sealed under no configured key): its deliveries are refused for now
+// (503), so that the service sends them again once it is repaired,
+// rather than as not installed.
+type UnreadableInstallations interface {
+	Unreadable(domain, id string) bool
+}
+
+// refuseInstallationUnreadable is a delivery of an organization whose
+// installation cannot be read.
+var refuseInstallationUnreadable = &Refusal{http.StatusServiceUnavailable, ReasonUnavailable,
+	"The installation of the organization of this delivery cannot be read by the gateway right now; send it again later."}
+
 // refuseNotInstalled is a delivery of an organization with no
 // installation, when no other secret applies to it.
 var refuseNotInstalled = &Refusal{http.StatusForbidden, ReasonForbidden,
