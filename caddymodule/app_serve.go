@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/approute"
+	"github.com/servicegate/servicegate/webhook"
 )
 
 // ServeHTTP hands the request to the app's router (see approute.Router):
@@ -21,11 +22,39 @@ func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 // service_app has nothing after it to pass requests on to the app.
 const appNoUpstreamWarning = "service_app has no handler after it in this site: add reverse_proxy to the app; until then every request that passes its checks is answered 502"
 
-// newRouter is a router that answers with Caddy's refusals and watches
-// for the end of Caddy's chain.
-func (a *ServiceApp) newRouter(starting bool) *approute.Router {
+// appIdentityHeaders are the headers the gateway sets for the app of
+// routes and tells it to trust, which a client's request never brings to
+// the app (see approute.Config.Identity): the claim headers and the
+// sign-in's user and organization headers, by default and as the routes
+// name them, the organization headers of a webhook delivery, and the
+// default app token header (the configured one comes with AppTokens).
+// The defaults are in even when the routes name others, since the README
+// names them to apps.
+func appIdentityHeaders(routes []AppRoute) []string {
+	names := []string{oauthDefaultUserHeader, oauthDefaultOrgHeader, webhook.HeaderDomain, webhook.HeaderOrgID, appDefaultTokenHeader}
+	for _, rt := range routes {
+		if rt.Auth != nil {
+			for name := range rt.Auth.ClaimHeaders {
+				names = append(names, name)
+			}
+		}
+		if s := rt.SignIn; s != nil {
+			for _, name := range []string{s.UserHeader, s.OrganizationHeader} {
+				if name != oauthHeaderOff {
+					names = append(names, name)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// newRouter is a router that answers with Caddy's refusals, watches for
+// the end of Caddy's chain, and keeps the identity headers from clients.
+func (a *ServiceApp) newRouter(starting bool, identity []string) *approute.Router {
 	cfg := approute.Config{
 		Starting: starting,
+		Identity: identity,
 		Refuse:   refuse,
 		Unhandled: func(r *http.Request) bool {
 			return caddyhttp.GetVar(r.Context(), "unhandled") == true
