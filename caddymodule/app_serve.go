@@ -1,9 +1,12 @@
 package caddymodule
 
 import (
+	"errors"
 	"net/http"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/approute"
@@ -13,9 +16,32 @@ import (
 // ServeHTTP hands the request to the app's router (see approute.Router):
 // the route of its path, the guard, or 503 while the descriptor is
 // awaited; a request that passes its checks and finds nothing behind
-// service_app (no reverse_proxy) is answered 502, never Caddy's empty 200.
+// service_app (no reverse_proxy) is answered 502, never Caddy's empty 200,
+// and one whose app cannot be reached is answered 502 with a message
+// saying so.
 func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return a.router.Load().Serve(w, r, next)
+	if err := a.router.Load().Serve(w, r, next); err != nil {
+		return a.unreachable(w, r, err)
+	}
+	return nil
+}
+
+// unreachable answers a request whose app reverse_proxy could not connect
+// to (it then writes nothing and returns a 502 around the dial error) with
+// a refusal naming the app's address and the cause, so that the client
+// and the service's user see why; any other error is returned as it is.
+func (a *ServiceApp) unreachable(w http.ResponseWriter, r *http.Request, err error) error {
+	var herr caddyhttp.HandlerError
+	var dial reverseproxy.DialError
+	if !errors.As(err, &herr) || herr.StatusCode != http.StatusBadGateway || !errors.As(herr.Err, &dial) {
+		return err
+	}
+	var address string // the upstream's host and port (or socket path): no URL, no credentials
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		address, _ = repl.GetString("http.reverse_proxy.upstream.hostport")
+	}
+	a.logger.Error("the app could not be reached", zap.String("upstream", address), zap.String("path", r.URL.Path), zap.Error(dial))
+	return refuse(w, r, http.StatusBadGateway, approute.UnreachableMessage(address, dial))
 }
 
 // appNoUpstreamWarning says, at adapt and at the first such request, that
