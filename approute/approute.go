@@ -66,6 +66,19 @@ type Config struct {
 	// AppTokens, when set, gives the app the app token of the
 	// organization a request is for.
 	AppTokens *AppTokens
+
+	// Identity are the headers the gateway sets for the app and tells it
+	// to trust (the token's claims, the sign-in's user and organization,
+	// a webhook delivery's organization); AppTokens' Header is one too.
+	// On every route, before its handler runs, every inbound copy of
+	// them is removed (in any spelling an app's stack may read as the
+	// same header: another case, "_" for "-"), and so are the tokens of
+	// the Connection header that name them, which would make a proxy
+	// after the router drop them as hop-by-hop. On a webhook delivery's
+	// route, webhook.HeaderDomain and webhook.HeaderOrgID as the service
+	// spells them are left to the delivery check, which keeps them only
+	// when the signature vouches for them.
+	Identity []string
 }
 
 // Session is the sign-in's session cookies; *oauth.Handler is one.
@@ -109,20 +122,24 @@ type Router struct {
 	descriptor     Handler
 	public         func(*http.Request) bool
 	guard          Guard
+	identity       identity
 	noUpstreamOnce sync.Once
 }
 
 // module is the route of one module url: the url as declared, which the
-// app receives whatever spelling of it the request used, and its handler.
+// app receives whatever spelling of it the request used, its handler, and
+// whether it receives webhook deliveries.
 type module struct {
-	path    string
-	handler Handler
+	path     string
+	handler  Handler
+	delivery bool
 }
 
 // prefix is the route of the paths that start with prefix.
 type prefix struct {
-	prefix  string
-	handler Handler
+	prefix   string
+	handler  Handler
+	delivery bool
 }
 
 // New returns a router with no routes.
@@ -130,7 +147,12 @@ func New(cfg Config) *Router {
 	if cfg.Refuse == nil {
 		cfg.Refuse = respond.Refuse
 	}
-	return &Router{cfg: cfg, exact: map[string]Handler{}, modules: map[string]module{}}
+	var token string
+	if cfg.AppTokens != nil {
+		token = cfg.AppTokens.Header
+	}
+	return &Router{cfg: cfg, exact: map[string]Handler{}, modules: map[string]module{},
+		identity: newIdentity(cfg.Identity, token)}
 }
 
 // Starting tells whether the router answers 503 while the app's
@@ -152,27 +174,43 @@ func (rt *Router) Exact(path string, h Handler) { rt.exact[path] = h }
 // request with the url as declared. When a url routed before is one path
 // with path, it routes nothing and returns that url.
 func (rt *Router) Module(path string, h Handler) (taken string) {
+	return rt.module(path, h, false)
+}
+
+// module files the route of a module url; see Module and Webhook.
+func (rt *Router) module(path string, h Handler, delivery bool) (taken string) {
 	key := urlpath.Canonical(path)
 	if other, ok := rt.modules[key]; ok {
 		return other.path
 	}
-	rt.modules[key] = module{path, h}
+	rt.modules[key] = module{path, h, delivery}
 	return ""
 }
 
-// Webhook is Module for a webhook module's url: with AppTokens, the
-// deliveries h verified carry the app token of the organization they
-// name.
+// Webhook is Module for a webhook module's url: the delivery's
+// organization headers are left to h (see Config.Identity), and with
+// AppTokens, the deliveries h verified carry the app token of the
+// organization they name.
 func (rt *Router) Webhook(path string, h Handler) (taken string) {
-	if t := rt.cfg.AppTokens; t != nil && t.Header != "" {
-		h = t.delivery(h)
-	}
-	return rt.Module(path, h)
+	return rt.module(path, rt.deliveries(h), true)
 }
 
 // Prefix routes every path that starts with p to h.
 func (rt *Router) Prefix(p string, h Handler) {
-	rt.prefixes = append(rt.prefixes, prefix{p, h})
+	rt.prefixes = append(rt.prefixes, prefix{p, h, false})
+}
+
+// WebhookPrefix is Prefix for a webhook handler, as Webhook is Module.
+func (rt *Router) WebhookPrefix(p string, h Handler) {
+	rt.prefixes = append(rt.prefixes, prefix{p, rt.deliveries(h), true})
+}
+
+// deliveries is h, a webhook handler, with AppTokens when they are set.
+func (rt *Router) deliveries(h Handler) Handler {
+	if t := rt.cfg.AppTokens; t != nil && t.Header != "" {
+		return t.delivery(h)
+	}
+	return h
 }
 
 // Public passes the requests match takes on to the app without checks.
@@ -221,15 +259,27 @@ func (rt *Router) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	return err
 }
 
-// route runs the route of the request's path; end continues to the next
-// handler.
+// route runs the route of the request's path, after removing the identity
+// headers the client sent; end continues to the next handler.
 func (rt *Router) route(w http.ResponseWriter, r *http.Request, end *chain) error {
-	path := r.URL.Path
-	if t := rt.cfg.AppTokens; t != nil && t.Header != "" {
-		delete(r.Header, t.Header) // only the gateway sets it
-	}
-	if h, ok := rt.exact[path]; ok {
+	h, delivery := rt.handlerOf(r)
+	rt.identity.remove(r.Header, delivery)
+	switch {
+	case h != nil:
 		return h(w, r, end)
+	case rt.public != nil && rt.public(r):
+		return end.ServeHTTP(w, r)
+	}
+	return rt.serveGuarded(w, r, end)
+}
+
+// handlerOf is the handler of the route of the request's path, and
+// whether the route receives webhook deliveries; nil for a public path or
+// the guard.
+func (rt *Router) handlerOf(r *http.Request) (h Handler, delivery bool) {
+	path := r.URL.Path
+	if h, ok := rt.exact[path]; ok {
+		return h, false
 	}
 	if m, ok := rt.modules[urlpath.Canonical(path)]; ok {
 		if path != m.path {
@@ -237,20 +287,17 @@ func (rt *Router) route(w http.ResponseWriter, r *http.Request, end *chain) erro
 			// it declared, the one the checks were made for.
 			r.URL.Path, r.URL.RawPath = m.path, ""
 		}
-		return m.handler(w, r, end)
+		return m.handler, m.delivery
 	}
 	for _, p := range rt.prefixes {
 		if strings.HasPrefix(path, p.prefix) {
-			return p.handler(w, r, end)
+			return p.handler, p.delivery
 		}
 	}
 	if rt.descriptor != nil && path == rt.descPath {
-		return rt.descriptor(w, r, end)
+		return rt.descriptor, false
 	}
-	if rt.public != nil && rt.public(r) {
-		return end.ServeHTTP(w, r)
-	}
-	return rt.serveGuarded(w, r, end)
+	return nil, false
 }
 
 // serveGuarded runs the guard: sign-in (for a request without a token),

@@ -319,7 +319,7 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 	if err := a.provisionInstallations(ctx, desc); err != nil {
 		return err
 	}
-	f := &appRouting{router: a.newRouter(false)}
+	f := &appRouting{router: a.newRouter(false, appIdentityHeaders(routes))}
 	if err := a.routeAll(ctx, f, routes, load); err != nil {
 		// Caddy cleans up the modules it loaded, not what the app holds
 		// of its own (installations, handlers loaded late).
@@ -404,7 +404,11 @@ func (a *ServiceApp) provisionRoute(f *appRouting, rt *AppRoute, load moduleLoad
 		return fmt.Errorf("service_app: route %s has no handler", rt.Path)
 	}
 	if prefix, ok := strings.CutSuffix(rt.Path, "*"); ok {
-		f.router.Prefix(prefix, h)
+		if rt.Webhook != nil {
+			f.router.WebhookPrefix(prefix, h)
+		} else {
+			f.router.Prefix(prefix, h)
+		}
 		return nil
 	}
 	file := f.router.Module

@@ -54,7 +54,7 @@ func (a *ServiceApp) provisionWaitingHealth(ctx caddy.Context) error {
 	if a.Health != "off" {
 		hc.Path = cmp.Or(a.Health, appDefaultHealthPath)
 	}
-	router := a.newRouter(true)
+	router := a.newRouter(true, nil)
 	if hc.Path != "" {
 		router.Health(hc.Path, serveHealth(hc))
 	}

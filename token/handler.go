@@ -347,7 +347,7 @@ func (h *Handler) dropClaimHeaders(hdr http.Header) {
 	}
 	for name := range hdr {
 		for _, want := range h.headers {
-			if sameHeaderName(name, want) {
+			if SameHeaderName(name, want) {
 				delete(hdr, name)
 				break
 			}
@@ -355,8 +355,9 @@ func (h *Handler) dropClaimHeaders(hdr http.Header) {
 	}
 }
 
-// sameHeaderName compares header names ignoring case, with "_" equal to "-".
-func sameHeaderName(a, b string) bool {
+// SameHeaderName compares header names ignoring case, with "_" equal to
+// "-": the names an upstream stack (CGI, PHP, WSGI) may read as one header.
+func SameHeaderName(a, b string) bool {
 	if len(a) != len(b) {
 		return false
 	}
