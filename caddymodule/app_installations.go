@@ -47,6 +47,13 @@ type AppInstallations struct {
 	// Required.
 	Key string `json:"key,omitempty"`
 
+	// RetiredKeys are earlier keys: a record sealed under one still
+	// opens, and is sealed again under Key at start and when read, so
+	// that a key can be rotated without a reinstall. A retired key may go
+	// once servicegate_installations_records{key="retired"} is 0 on
+	// every instance. Each at least 32 bytes; placeholders as for Key.
+	RetiredKeys []string `json:"retired_keys,omitempty"`
+
 	// Store is where installations are kept: "disk", a file in Caddy's
 	// data directory that survives restarts, or "redis", shared by every
 	// instance through the servicegate app's Redis (a local copy answers
@@ -193,7 +200,11 @@ func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Des
 		return cfg, nil, errors.New("service_app: installations: store redis needs the servicegate app's redis option (a global servicegate { redis <url> } block)")
 	}
 	repl := caddy.NewReplacer()
-	if cfg.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, ""))); err != nil {
+	retired := make([][]byte, 0, len(ic.RetiredKeys))
+	for _, k := range ic.RetiredKeys {
+		retired = append(retired, []byte(repl.ReplaceKnown(k, "")))
+	}
+	if cfg.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, "")), retired...); err != nil {
 		return cfg, nil, fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
 	}
 	if cfg.Service = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/"); cfg.Service == "" {
@@ -223,6 +234,8 @@ func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.C
 	renewals := registerCollector(reg, installationTokenRenewals)
 	issued, failed := renewals.WithLabelValues("issued"), renewals.WithLabelValues("failed")
 	registerCollector(reg, installationsHeld)
+	registerCollector(reg, installationRecords)
+	unreadable := registerCollector(reg, installationsUnreadable)
 	logger := a.logger.Named("installations")
 	cfg.Renewed = func(org string, err error) {
 		if err != nil {
@@ -231,6 +244,19 @@ func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.C
 			return
 		}
 		issued.Inc()
+	}
+	cfg.Unreadable = func(org string, err error) {
+		unreadable.Inc()
+		logger.Error("an installation record does not open and is skipped: its organization's deliveries are answered 503 until it is installed again or the record is repaired (was it sealed under a key no longer in key or retired_keys, or copied from another app's store?)",
+			zap.String("organization", org), zap.String("app", a.clientID), zap.Error(err))
+	}
+	cfg.Resealed = func(resealed, failed int) {
+		if failed > 0 {
+			logger.Warn("installation records under a retired key could not all be sealed again; they are tried again at the next start or read",
+				zap.Int("resealed", resealed), zap.Int("failed", failed))
+			return
+		}
+		logger.Info("installation records under a retired key were sealed again under the current key", zap.Int("resealed", resealed))
 	}
 	cfg.Report = func(o installations.Outcome, org string, err error) {
 		calls.WithLabelValues(o.String()).Inc()
@@ -401,6 +427,7 @@ func (ic *AppInstallations) validate() error {
 //
 //	installations {
 //		key <key>                  # required: seals what is stored (at least 32 bytes)
+//		retired_keys <key>...      # earlier keys: their records open and are sealed again under key
 //		store disk                 # default disk
 //		forward on|off             # default on
 //		token_header <name>|off    # default X-Service-App-Token
@@ -420,6 +447,13 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 		"store":        once(stringArg(&ic.Store)),
 		"forward":      once(stringArg(&ic.Forward)),
 		"token_header": once(stringArg(&ic.TokenHeader)),
+		"retired_keys": once(func(d *caddyfile.Dispenser) error {
+			ic.RetiredKeys = d.RemainingArgs()
+			if len(ic.RetiredKeys) == 0 {
+				return d.ArgErr()
+			}
+			return nil
+		}),
 		"unproved_budget": once(func(d *caddyfile.Dispenser) error {
 			return unprovedBudget(d, &ic.BudgetPerSource, &ic.BudgetOverall)
 		}),

@@ -49,6 +49,37 @@ var installationsHeld = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 	Help: "Installations of the app held by service_app (organizations that installed it).",
 }, func() float64 { return float64(installationBooks.Len()) })
 
+// installationRecords counts the stored installation records of the
+// loaded configs by the key they are sealed under.
+var installationRecords = newKeyStateGauge()
+
+// installationsUnreadable counts the installation records found not to
+// open (each once per organization and config).
+var installationsUnreadable = prometheus.NewCounter(prometheus.CounterOpts{
+	Namespace: "servicegate", Subsystem: "installations", Name: "unreadable_total",
+	Help: "Installation records that did not open (damaged, sealed under no configured key, or another app's) and were skipped.",
+})
+
+// keyStateGauge reports installationBooks.KeyStates at each scrape.
+type keyStateGauge struct{ desc *prometheus.Desc }
+
+func newKeyStateGauge() keyStateGauge {
+	return keyStateGauge{prometheus.NewDesc("servicegate_installations_records",
+		"Installation records of the app held by service_app, by the key they are sealed under: current, retired (to be sealed again; a retired key may go when this is 0 on every instance), unreadable (skipped).",
+		[]string{"key"}, nil)}
+}
+
+// Describe implements prometheus.Collector.
+func (g keyStateGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector.
+func (g keyStateGauge) Collect(ch chan<- prometheus.Metric) {
+	states := installationBooks.KeyStates()
+	for k, n := range states {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), installations.KeyState(k).String())
+	}
+}
+
 // installationsAdminRoute is an admin route over installationBooks, its
 // refusals as the admin API's errors.
 func installationsAdminRoute(serve func(*installations.Books, http.ResponseWriter, *http.Request) error) caddy.AdminHandlerFunc {

@@ -77,6 +77,49 @@ func (s *Installations) Replace(organization string, sealed []byte) (bool, error
 	return true, s.c.Publish(ctx, s.channel, organization)
 }
 
+// swapScript replaces a field of the hash only while it holds ARGV[2].
+var swapScript = redis.NewScript(`if redis.call("HGET", KEYS[1], ARGV[1]) == ARGV[2] then redis.call("HSET", KEYS[1], ARGV[1], ARGV[3]) return 1 end return 0`)
+
+// swapBatch is how many records one round trip seals again.
+const swapBatch = 500
+
+// Swap implements installations.Swapper: records sealed again, each only
+// while it still holds what was read, in pipelined batches. It announces
+// nothing: every instance's local copy still holds what they hold.
+func (s *Installations) Swap(records []installations.Swap) (int, error) {
+	ctx := context.Background()
+	n := 0
+	for start := 0; start < len(records); start += swapBatch {
+		batch := records[start:min(start+swapBatch, len(records))]
+		err := s.c.Call(ctx, OpSet, func(ctx context.Context) error {
+			if err := swapScript.Load(ctx, s.c.rdb).Err(); err != nil {
+				return err
+			}
+			pipe := s.c.rdb.Pipeline()
+			cmds := make([]*redis.Cmd, 0, len(batch))
+			for _, r := range batch {
+				if r.New == nil {
+					continue
+				}
+				cmds = append(cmds, swapScript.EvalSha(ctx, pipe, []string{s.key}, r.Organization, r.Old, r.New))
+			}
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			for _, c := range cmds {
+				if v, err := c.Int64(); err == nil && v == 1 {
+					n++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // Get implements installations.Store.
 func (s *Installations) Get(organization string) ([]byte, error) {
 	var out []byte
@@ -156,4 +199,5 @@ func (s *Installations) Lock(ctx context.Context, organization string, ttl time.
 var (
 	_ installations.Store    = (*Installations)(nil)
 	_ installations.Replacer = (*Installations)(nil)
+	_ installations.Swapper  = (*Installations)(nil)
 )

@@ -121,7 +121,10 @@ func NewBook(cfg BookConfig) (*Book, error) {
 		}
 		b.keep(in, state)
 		if state == KeyRetired {
-			retired = append(retired, Swap{Organization: org, Old: sealed})
+			again, err := cfg.Sealer.sealRecord(in)
+			if err == nil {
+				retired = append(retired, Swap{Organization: org, Old: sealed, New: again})
+			}
 		}
 		return nil
 	})
@@ -158,20 +161,12 @@ func (b *Book) Unreadable(_, id string) bool {
 	return b.bad[id]
 }
 
-// reseal seals the records again under the current key, each only while
-// the store still holds what was read, and marks the entries that are.
+// reseal stores the records sealed again under the current key, each only
+// while the store still holds what was read, and marks the entries that
+// are.
 func (b *Book) reseal(records []Swap) {
 	if len(records) == 0 {
 		return
-	}
-	for i := range records {
-		in, _, err := b.cfg.Sealer.openRecord(records[i].Organization, records[i].Old)
-		if err == nil {
-			records[i].New, err = b.cfg.Sealer.sealRecord(in)
-		}
-		if err != nil {
-			records[i].New = nil
-		}
 	}
 	b.writes.Lock()
 	done := 0
@@ -428,7 +423,9 @@ func (b *Book) Get(id string) (*Installation, error) {
 		return nil, err
 	}
 	if state == KeyRetired {
-		b.reseal([]Swap{{Organization: id, Old: sealed}})
+		if again, err := b.cfg.Sealer.sealRecord(in); err == nil {
+			b.reseal([]Swap{{Organization: id, Old: sealed, New: again}})
+		}
 	}
 	return in, nil
 }

@@ -3,10 +3,13 @@ package installations
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // benchBook is a book of n installations with fresh tokens, over a
@@ -94,4 +97,47 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkBookRotation100000 is a start after a key rotation: 100,000
+// records in a bbolt file, sealed under the retired key, each opened and
+// sealed again under the current key in one transaction.
+func BenchmarkBookRotation100000(b *testing.B) {
+	c := newClock()
+	old, _ := NewSealer(testKey)
+	next := []byte("the next installations key, 32+ bytes")
+	rotated, _ := NewSealer(next, testKey)
+	b.StopTimer()
+	for range b.N {
+		store, err := OpenBolt(filepath.Join(b.TempDir(), "installations.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		records := make([]Swap, 0, 100000)
+		for i := range 100000 {
+			org := strconv.Itoa(100000 + i)
+			in := testInstallation(org, "organization-"+org, "a-random-app-secret-0123456789abcdef")
+			in.Token = Token{AccessToken: "app-token-" + org, IssuedAt: c.now(), Expires: c.now().Add(2 * time.Hour)}
+			sealed, _ := old.Bind("app").sealRecord(in)
+			records = append(records, Swap{Organization: org, New: sealed})
+		}
+		if err := store.db.Update(func(tx *bolt.Tx) error {
+			for _, r := range records {
+				if err := tx.Bucket(bucketInstallations).Put([]byte(r.Organization), r.New); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		var resealed int
+		b.StartTimer()
+		book, err := NewBook(BookConfig{Store: store, Sealer: rotated, App: "app", Now: c.now, Resealed: func(r, _ int) { resealed = r }})
+		if err != nil || book.Len() != 100000 || resealed != 100000 {
+			b.Fatalf("NewBook: %v, %d held, %d resealed", err, book.Len(), resealed)
+		}
+		b.StopTimer()
+		store.Close()
+	}
 }

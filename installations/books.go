@@ -2,10 +2,8 @@ package installations
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/servicegate/servicegate/webhook"
 )
@@ -65,55 +63,16 @@ func (s *Books) Len() int {
 	return n
 }
 
-// List lists the installations of every book.
-func (s *Books) List() ([]Summary, error) {
-	out := []Summary{}
-	var err error
+// KeyStates adds up the records of every book by key state.
+func (s *Books) KeyStates() [NumKeyStates]int {
+	var out [NumKeyStates]int
 	s.each(func(b *Book) bool {
-		var list []Summary
-		list, err = b.List()
-		out = append(out, list...)
-		return err == nil
-	})
-	return out, err
-}
-
-// Remove removes the installation of organization (a domain or an id)
-// from every book that holds it, and says from how many.
-func (s *Books) Remove(organization string) (removed int, err error) {
-	s.each(func(b *Book) bool {
-		o, ferr := b.Find(organization)
-		switch {
-		case errors.Is(ferr, ErrNotFound):
-			return true
-		case ferr != nil:
-			err = ferr
-			return false
+		for k, n := range b.KeyStates() {
+			out[k] += n
 		}
-		removed++
-		err = b.Remove(o.ID)
-		return err == nil
+		return true
 	})
-	return removed, err
-}
-
-// Token is the app token of organization (a domain or an id) from the
-// first book that holds it; ErrNotFound when none does.
-func (s *Books) Token(ctx context.Context, organization string) (token string, expires time.Time, err error) {
-	err = ErrNotFound
-	s.each(func(b *Book) bool {
-		o, ferr := b.Find(organization)
-		if errors.Is(ferr, ErrNotFound) {
-			return true
-		}
-		if ferr != nil {
-			err = ferr
-			return false
-		}
-		token, expires, err = b.Token(ctx, o)
-		return false
-	})
-	return token, expires, err
+	return out
 }
 
 // QueuedToken sets, on the header h of a queued delivery when it is sent,

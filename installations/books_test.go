@@ -28,22 +28,10 @@ func TestBooks(t *testing.T) {
 	if books.Of("file") != latest || books.Len() != 1 {
 		t.Fatalf("the latest book is not the one kept: %d installations", books.Len())
 	}
-	if list, err := books.List(); err != nil || len(list) != 1 {
-		t.Errorf("list %v %v", list, err)
-	}
-	if tok, _, err := books.Token(context.Background(), "acme"); err != nil || tok == "" {
-		t.Errorf("token %q %v", tok, err)
-	}
 	h := http.Header{"X-App-Token": {"forged"}, "X-Service-Domain": {"acme"}}
 	books.QueuedToken("file", "X-App-Token")(context.Background(), "1", h)
 	if got := h.Get("X-App-Token"); got == "forged" || got == "" {
 		t.Errorf("queued delivery's token %q", got)
-	}
-	if n, err := books.Remove("acme"); n != 1 || err != nil {
-		t.Errorf("remove: %d %v", n, err)
-	}
-	if _, _, err := books.Token(context.Background(), "acme"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("token of a removed installation: %v", err)
 	}
 	releaseLatest()
 	if books.Of("file") != nil {
@@ -77,6 +65,7 @@ func TestBooksAdmin(t *testing.T) {
 		{(*Books).ServeToken, "POST", `{}`, "", 400},
 		{(*Books).ServeToken, "POST", `{"organization":"other"}`, "", 404},
 		{(*Books).ServeToken, "POST", `{"organization":"acme"}`, "", 200},
+		{(*Books).ServeInstallations, "DELETE", "", "?organization=acme&organization=other", 400},
 		{(*Books).ServeInstallations, "DELETE", "", "?organization=acme", 200},
 	} {
 		w := httptest.NewRecorder()
@@ -91,5 +80,62 @@ func TestBooksAdmin(t *testing.T) {
 		if status != c.status {
 			t.Errorf("%s %s %s: %d, want %d", c.method, c.query, c.body, status, c.status)
 		}
+	}
+}
+
+// TestBooksAdminScopedToAnApp: with two apps, every entry names its app,
+// an action on one installation must name the app, and acts on that app
+// alone.
+func TestBooksAdminScopedToAnApp(t *testing.T) {
+	var books Books
+	c := newClock()
+	svc := newFakeService(c.now)
+	svc.give("1", "s1")
+	sealer, _ := NewSealer(testKey)
+	for _, app := range []string{"app-a", "app-b"} {
+		b, err := NewBook(BookConfig{Store: NewMemoryStore(), Sealer: sealer, App: app, Grant: svc.grant, Now: c.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Install(testInstallation("1", "acme", "s1")); err != nil {
+			t.Fatal(err)
+		}
+		defer books.Keep(app, b)()
+	}
+	call := func(serve func(*Books, http.ResponseWriter, *http.Request) error, method, target, body string) (int, string) {
+		w := httptest.NewRecorder()
+		err := serve(&books, w, httptest.NewRequest(method, target, strings.NewReader(body)))
+		var refused *AdminError
+		if errors.As(err, &refused) {
+			return refused.Status, refused.Error()
+		}
+		return w.Code, w.Body.String()
+	}
+	if status, list := call((*Books).ServeInstallations, "GET", "/service/installations", ""); status != 200 ||
+		!strings.Contains(list, `"app":"app-a"`) || !strings.Contains(list, `"app":"app-b"`) {
+		t.Fatalf("listing: %d %s", status, list)
+	}
+	if status, list := call((*Books).ServeInstallations, "GET", "/service/installations?app=app-b", ""); status != 200 || strings.Contains(list, "app-a") {
+		t.Fatalf("listing of app-b: %d %s", status, list)
+	}
+	for _, target := range []string{"/service/installations/token", "/service/installations/token?app=app-a&app=app-b"} {
+		if status, msg := call((*Books).ServeToken, "POST", target, `{"organization":"acme"}`); status != 400 {
+			t.Errorf("%s: %d %s", target, status, msg)
+		}
+	}
+	if status, msg := call((*Books).ServeToken, "POST", "/service/installations/token?app=app-c", `{"organization":"acme"}`); status != 404 {
+		t.Errorf("an unknown app: %d %s", status, msg)
+	}
+	if status, body := call((*Books).ServeToken, "POST", "/service/installations/token?app=app-a", `{"organization":"acme"}`); status != 200 {
+		t.Fatalf("token of app-a: %d %s", status, body)
+	}
+	if status, msg := call((*Books).ServeInstallations, "DELETE", "/service/installations?organization=acme", ""); status != 400 || !strings.Contains(msg, "app-a, app-b") {
+		t.Fatalf("delete without the app: %d %s", status, msg)
+	}
+	if status, _ := call((*Books).ServeInstallations, "DELETE", "/service/installations?organization=acme&app=app-a", ""); status != 200 {
+		t.Fatalf("delete of app-a: %d", status)
+	}
+	if books.Of("app-b").Len() != 1 || books.Of("app-a").Len() != 0 {
+		t.Fatal("the removal reached another app")
 	}
 }

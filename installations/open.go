@@ -21,8 +21,10 @@ type Config struct {
 	Service, ClientID, ClientSecret string
 	// TokenTimeout bounds one request for an app token.
 	TokenTimeout time.Duration
-	// Renewed: see BookConfig.
-	Renewed func(organization string, err error)
+	// Renewed, Unreadable and Resealed: see BookConfig.
+	Renewed    func(organization string, err error)
+	Unreadable func(organization string, err error)
+	Resealed   func(resealed, failed int)
 	// Prove, Confirm, BaseURL, Paths, Forward, TokenHeader, Purge,
 	// Budget, Source, Refuse and Report: see HandlerConfig.
 	Prove       Prover
@@ -42,8 +44,8 @@ type Config struct {
 func Open(cfg Config) (*Book, *Handler, error) {
 	client := &oauth.Client{AuthURL: cfg.Service, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
 		HTTP: &http.Client{Timeout: cfg.TokenTimeout}}
-	book, err := NewBook(BookConfig{Store: cfg.Store, Sealer: cfg.Sealer, Lock: cfg.Lock,
-		Grant: ServiceGrant(client, nil), Renewed: cfg.Renewed})
+	book, err := NewBook(BookConfig{Store: cfg.Store, Sealer: cfg.Sealer, Lock: cfg.Lock, App: cfg.ClientID,
+		Grant: ServiceGrant(client, nil), Renewed: cfg.Renewed, Unreadable: cfg.Unreadable, Resealed: cfg.Resealed})
 	if err != nil {
 		return nil, nil, err
 	}
