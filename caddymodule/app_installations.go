@@ -91,6 +91,7 @@ type appInstallations struct {
 	handler *installations.Handler
 	header  string // "" when off
 	where   string // the store, as the book is filed (see installations.Books)
+	recount func() // records how many the store holds, for a disk store
 	logger  *zap.Logger
 }
 
@@ -154,6 +155,8 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		if err := a.openInstallations(cfg, where); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
 		}
+		others, err := shared.Register(ctx)
+		a.tellClientIDChanged(others, err)
 		book := a.inst.book
 		a.cleanups = append(a.cleanups, cleanupFunc(shared.OnChange(func(org string) { _ = book.Refresh(org) })))
 		return nil
@@ -178,7 +181,21 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
 	}
 	a.cleanups = append(a.cleanups, release)
+	a.tellClientIDChanged(installations.RegisterFile(path, a.clientID, a.inst.book.Len()))
+	inst := a.inst
+	inst.recount = func() { _, _ = installations.RegisterFile(path, a.clientID, inst.book.Len()) }
 	return nil
+}
+
+// tellClientIDChanged warns at load when the app's store is empty while
+// other apps' stores beside it hold installations: client_id changed.
+func (a *ServiceApp) tellClientIDChanged(others []string, err error) {
+	switch {
+	case err != nil:
+		a.inst.logger.Warn("the apps of the installations stores could not be recorded", zap.Error(err))
+	case len(others) > 0 && a.inst.book.Len() == 0 && a.inst.book.KeyStates()[installations.KeyNone] == 0:
+		a.inst.logger.Warn(installations.ClientIDChanged(a.clientID, others))
+	}
 }
 
 // installationsConfig checks the installations block and makes the
@@ -259,6 +276,9 @@ func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.C
 		logger.Info("installation records under a retired key were sealed again under the current key", zap.Int("resealed", resealed))
 	}
 	cfg.Report = func(o installations.Outcome, org string, err error) {
+		if inst := a.inst; inst != nil && inst.recount != nil && (o == installations.Stored || o == installations.Uninstalled) {
+			inst.recount() // what a later load with another client_id reads
+		}
 		calls.WithLabelValues(o.String()).Inc()
 		fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
 		if err != nil {

@@ -189,3 +189,82 @@ func TestInstallationsBadRecordHarmsNothing(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestInstallationsClientIDChangeIsTold: a load whose client_id finds an
+// empty store while another client_id's store beside it holds
+// installations says so, naming both, on disk and in Redis.
+func TestInstallationsClientIDChangeIsTold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Caddy processes: skipped in -short mode")
+	}
+	svc := newTenantsService(t)
+	app := newLifecycleUpstream(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(freePort())
+	global := "{\n\tadmin off\n\tpersist_config off\n\tskip_install_trust\n\tauto_https off\n}\n"
+	site := strings.Replace(svc.site(t, app.URL), "http://localhost:{port}", base, 1)
+	data := t.TempDir()
+	first := startCaddyProcess(t, global+site, "XDG_DATA_HOME="+data)
+	waitListening(t, base+"/manifest.json", first)
+	if call, err := svc.InstallApp(context.Background(), nil, base+"/installed", "globex.example", svc.URL); err != nil || !call.OK() {
+		t.Fatalf("install: %+v %v", call, err)
+	}
+	first.kill()
+
+	changed := strings.Replace(site, "client_id "+svc.clientID, "client_id renamed-client", 1)
+	second := startCaddyProcess(t, global+changed, "XDG_DATA_HOME="+data)
+	waitListening(t, base+"/manifest.json", second)
+	log := second.logText()
+	if !strings.Contains(log, "client_id renamed-client is empty") || !strings.Contains(log, svc.clientID+" (") {
+		t.Fatalf("the client_id change is not told, naming both:\n%s", log)
+	}
+	second.kill()
+
+	// In Redis.
+	srv := redistest.Start(t)
+	redisGlobal := "{\n\tadmin off\n\tpersist_config off\n\tskip_install_trust\n\tauto_https off\n\tservicegate {\n\t\tredis " + srv.URL() + "\n\t}\n}\n"
+	third := startCaddyProcess(t, redisGlobal+site)
+	waitListening(t, base+"/manifest.json", third)
+	if call, err := svc.InstallApp(context.Background(), nil, base+"/installed", "initech.example", svc.URL); err != nil || !call.OK() {
+		t.Fatalf("install in Redis: %+v %v", call, err)
+	}
+	third.kill()
+	fourth := startCaddyProcess(t, redisGlobal+changed)
+	waitListening(t, base+"/manifest.json", fourth)
+	if log := fourth.logText(); !strings.Contains(log, "client_id renamed-client is empty") || !strings.Contains(log, svc.clientID+" (servicegate:installations:") {
+		t.Fatalf("the client_id change in Redis is not told:\n%s", log)
+	}
+}
+
+// TestInstallationsAdminScopedToAnApp: two service_app sites with their
+// own client_id; the admin API names each entry's app, and its token and
+// removal act on the app ?app= names, required with two.
+func TestInstallationsAdminScopedToAnApp(t *testing.T) {
+	one := newTenantsService(t)
+	app := newLifecycleUpstream(t)
+	// A second app, with a client_id of its own, on another port.
+	twoID := one.clientID + "-two"
+	siteTwo := strings.Replace(one.site(t, app.URL), "http://localhost:{port}", "http://localhost:"+strconv.Itoa(freePort()), 1)
+	siteTwo = strings.Replace(siteTwo, "client_id "+one.clientID, "client_id "+twoID, 1)
+	startCaddy(t, one.site(t, app.URL)+siteTwo)
+	one.install(t, "acme.example")
+	status, list := adminCall(t, "GET", "/service/installations", "")
+	if status != 200 || !strings.Contains(list, `"app":"`+one.clientID+`"`) {
+		t.Fatalf("listing: %d %s", status, list)
+	}
+	if status, msg := adminCall(t, "POST", "/service/installations/token", `{"organization":"acme.example"}`); status != http.StatusBadRequest || !strings.Contains(msg, "?app=") {
+		t.Fatalf("a token without ?app= with two apps: %d %s", status, msg)
+	}
+	if status, msg := adminCall(t, "POST", "/service/installations/token?app="+one.clientID+"&app="+one.clientID, `{"organization":"acme.example"}`); status != http.StatusBadRequest {
+		t.Fatalf("a repeated ?app=: %d %s", status, msg)
+	}
+	status, tok := adminCall(t, "POST", "/service/installations/token?app="+one.clientID, `{"organization":"acme.example"}`)
+	if status != 200 || !strings.Contains(tok, "access_token") {
+		t.Fatalf("a token of the first app: %d %s", status, tok)
+	}
+	if status, _ := adminCall(t, "DELETE", "/service/installations?organization=acme.example&app="+twoID, ""); status != http.StatusNotFound {
+		t.Fatalf("removing from the app that does not hold it: %d", status)
+	}
+	if status, _ := adminCall(t, "DELETE", "/service/installations?organization=acme.example&app="+one.clientID, ""); status != 200 {
+		t.Fatalf("removing from the first app: %d", status)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +21,8 @@ import (
 // secret or a token in clear.
 type Installations struct {
 	c       *Client
+	app     string
+	scope   string // the app's digest
 	key     string // the hash
 	channel string // without the prefix, as Publish and Listen take it
 	lockKey string // + organization: the lock of a token renewal
@@ -34,7 +37,7 @@ const lockWait = 25 * time.Millisecond
 func (c *Client) Installations(app string) *Installations {
 	sum := sha256.Sum256([]byte(app))
 	scope := hex.EncodeToString(sum[:8])
-	return &Installations{c: c, key: c.prefix + "installations:" + scope,
+	return &Installations{c: c, app: app, scope: scope, key: c.prefix + "installations:" + scope,
 		channel: "installations:" + scope + ":changed", lockKey: c.prefix + "installations:" + scope + ":lock:"}
 }
 
@@ -118,6 +121,48 @@ func (s *Installations) Swap(records []installations.Swap) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Register records, in <prefix>installations:apps, that this hash is the
+// app's, and returns the other apps whose hashes hold records, each named
+// by its client id (or by its hash, for one of an earlier version): see
+// installations.RegisterFile.
+func (s *Installations) Register(ctx context.Context) (others []string, err error) {
+	apps := s.c.prefix + "installations:apps"
+	var known map[string]string
+	var keys []string
+	err = s.c.Call(ctx, OpSet, func(ctx context.Context) error {
+		if err := s.c.rdb.HSet(ctx, apps, s.scope, s.app).Err(); err != nil {
+			return err
+		}
+		var err error
+		if known, err = s.c.rdb.HGetAll(ctx, apps).Result(); err != nil {
+			return err
+		}
+		for scope := range known {
+			keys = append(keys, scope)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, scope := range keys {
+		if scope == s.scope {
+			continue
+		}
+		var n int64
+		_ = s.c.Call(ctx, OpGet, func(ctx context.Context) error {
+			var err error
+			n, err = s.c.rdb.HLen(ctx, s.c.prefix+"installations:"+scope).Result()
+			return err
+		})
+		if n > 0 {
+			others = append(others, known[scope]+" ("+s.c.prefix+"installations:"+scope+")")
+		}
+	}
+	sort.Strings(others)
+	return others, nil
 }
 
 // Get implements installations.Store.

@@ -497,3 +497,24 @@ func newTestBookWith(t *testing.T, store Store, cfg BookConfig) *Book {
 	}
 	return b
 }
+
+func TestRegisterFileNamesTheOtherApps(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.db", "b.db", "old.db"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if others, err := RegisterFile(filepath.Join(dir, "a.db"), "client-a", 3); err != nil || len(others) != 2 {
+		t.Fatalf("first: %v %v", others, err)
+	}
+	if others, _ := RegisterFile(filepath.Join(dir, "b.db"), "client-b", 0); len(others) != 2 || !strings.HasPrefix(others[1], "client-a (") {
+		t.Fatalf("second: %v", others)
+	}
+	if others, _ := RegisterFile(filepath.Join(dir, "a.db"), "client-a", 3); len(others) != 1 || !strings.Contains(others[0], "old.db") {
+		t.Fatalf("an empty store is not named: %v", others)
+	}
+	if msg := ClientIDChanged("client-b", []string{"client-a (a.db)"}); !strings.Contains(msg, "client-b") || !strings.Contains(msg, "client-a (a.db)") {
+		t.Fatal(msg)
+	}
+}
