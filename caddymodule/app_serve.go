@@ -21,6 +21,10 @@ import (
 // and one whose app cannot be reached is answered 502 with a message
 // saying so.
 func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, call := emulatorCall(r)
+	if call != nil {
+		next = passedOn(call, r.Header.Clone(), next)
+	}
 	if err := a.router.Load().Serve(w, r, next); err != nil {
 		return a.unreachable(w, r, err)
 	}

@@ -326,6 +326,7 @@ func (a *ServiceAuth) checkKeySources() error {
 // ServeHTTP verifies the request's bearer token and passes the request on
 // with its trusted claims, or refuses it.
 func (a *ServiceAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, _ = emulatorCall(r)
 	return a.handler.Serve(w, r, next)
 }
 

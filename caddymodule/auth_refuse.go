@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/servicegate/servicegate/emulator"
 	"github.com/servicegate/servicegate/token"
 	"go.uber.org/zap"
 )
@@ -31,6 +32,7 @@ func (a *ServiceAuth) report(r *http.Request, o token.Outcome, why token.Refusal
 // must carry (audience, issuer), so that whoever sets up the app can see
 // which setting to change; never the token.
 func (a *ServiceAuth) logRefusal(r *http.Request, reason string, fields ...zap.Field) {
+	emulator.GatewayCallFrom(r.Context()).Refused(reason)
 	if ce := a.logger.Check(zap.DebugLevel, "bearer token refused"); ce != nil {
 		ce.Write(append(append([]zap.Field{zap.String("reason", reason), zap.String("path", r.URL.Path)}, a.expected...), fields...)...)
 	}

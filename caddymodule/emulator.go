@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -61,8 +63,41 @@ type ServiceEmulator struct {
 	// one's subscription.
 	Organizations []EmulatedOrganization `json:"organizations,omitempty"`
 
+	// Console configures the emulator's console (GET /emulator/console
+	// and the JSON API under /emulator/api/). It is on unless Off is set.
+	Console *EmulatorConsole `json:"console,omitempty"`
+
 	server *emulator.Server
 	key    string
+
+	// site holds the host names of the emulator's site, found at the
+	// first request for the console: it answers them and loopback.
+	site *emulatorHosts
+}
+
+type emulatorHosts struct {
+	once  sync.Once
+	hosts []string
+}
+
+// EmulatorConsole configures the emulator's console: a page and a JSON
+// API that show every call the emulator takes part in (what it sends the
+// app through the gateway, what it answers the gateway) with the
+// gateway's verdict, and that drive installations, subscriptions,
+// deliveries, file jobs and faults.
+type EmulatorConsole struct {
+	// Off turns the console off.
+	Off bool `json:"off,omitempty"`
+
+	// Keep is how many calls the console keeps, the oldest dropped
+	// first. Default 1000.
+	Keep int `json:"keep,omitempty"`
+
+	// App is the app's base address as the service reaches it: the
+	// gateway in front of it, where the console sends lifecycle calls,
+	// deliveries and file jobs, and reads the app's descriptor
+	// (/manifest.json). Default: the origin of the first redirect URI.
+	App string `json:"app,omitempty"`
 }
 
 // emulators keeps each emulator across config reloads while its own
@@ -123,6 +158,10 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 		TokenLifetime: time.Duration(m.TokenLifetime),
 		CodeLifetime:  time.Duration(m.CodeLifetime),
 	}
+	if c := m.Console; c != nil {
+		cfg.Console = emulator.ConsoleConfig{Off: c.Off, Keep: c.Keep, App: repl.ReplaceKnown(c.App, "")}
+	}
+	cfg.Console.Gateway = emulatorVerdicts
 	for _, org := range m.Organizations {
 		o := emulator.Organization{Domain: org.Domain, ID: org.ID, SubscribeLink: org.SubscribeLink}
 		if org.ActiveUntil != "" {
@@ -150,7 +189,7 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("service_emulator: %w", err)
 	}
-	m.server, m.key = pooled.(pooledEmulator).Server, key
+	m.server, m.key, m.site = pooled.(pooledEmulator).Server, key, &emulatorHosts{}
 	ctx.Logger().Warn("service_emulator is a development stand-in for the service: never use it in production",
 		zap.String("client_id", cfg.ClientID),
 		zap.Strings("redirect_uris", cfg.RedirectURIs),
@@ -166,12 +205,35 @@ func (m *ServiceEmulator) Cleanup() error {
 	return nil
 }
 
-// ServeHTTP answers the emulator's paths and passes every other request on.
+// ServeHTTP answers the emulator's paths and passes every other request
+// on; a GET of / that nothing after it answers gets a page pointing to
+// the console.
 func (m *ServiceEmulator) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if strings.HasPrefix(r.URL.Path, "/emulator/") {
+		r = r.WithContext(emulator.WithSiteHosts(r.Context(), m.siteHosts(r)))
+	}
 	if m.server.Handle(w, r) {
 		return nil
 	}
-	return next.ServeHTTP(w, r)
+	if r.URL.Path != "/" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return next.ServeHTTP(w, r)
+	}
+	if err := next.ServeHTTP(w, r); err != nil || caddyhttp.GetVar(r.Context(), "unhandled") != true {
+		return err
+	}
+	m.server.WriteIndex(w, r.WithContext(emulator.WithSiteHosts(r.Context(), m.siteHosts(r))))
+	return nil
+}
+
+// siteHosts are the host names of the emulator's site: those of the host
+// matchers above it, looked up once.
+func (m *ServiceEmulator) siteHosts(r *http.Request) []string {
+	m.site.once.Do(func() {
+		if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+			m.site.hosts, _ = hostsAbove(srv.Routes, m, nil)
+		}
+	})
+	return m.site.hosts
 }
 
 var (

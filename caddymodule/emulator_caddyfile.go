@@ -35,6 +35,10 @@ func init() {
 //			id <integer>
 //			active_until <date> | unpaid <subscribe_link> | missing
 //		}
+//		console off | console {
+//			keep <calls>
+//			app <url>
+//		}
 //	}
 func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := parseDirective(d, map[string]subdirective{
@@ -51,6 +55,11 @@ func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}),
 		"code_lifetime": once(durationTo(&m.CodeLifetime)),
+		"console": once(func(d *caddyfile.Dispenser) error {
+			c, err := unmarshalEmulatorConsole(d)
+			m.Console = c
+			return err
+		}),
 		"organization": repeatable(func(d *caddyfile.Dispenser) error {
 			org, err := unmarshalEmulatedOrganization(d)
 			if err != nil {
@@ -125,4 +134,29 @@ func unmarshalEmulatedOrganization(d *caddyfile.Dispenser) (EmulatedOrganization
 		return org, d.Errf("organization %s: give one of active_until, unpaid or missing", org.Domain)
 	}
 	return org, nil
+}
+
+// unmarshalEmulatorConsole reads "console off" or "console { … }".
+func unmarshalEmulatorConsole(d *caddyfile.Dispenser) (*EmulatorConsole, error) {
+	c := &EmulatorConsole{}
+	if d.NextArg() {
+		if d.Val() != "off" {
+			return nil, d.Errf("console takes off, or a block; not %q", d.Val())
+		}
+		if d.NextArg() || d.NextBlock(d.Nesting()) {
+			return nil, d.Err("console off takes nothing more")
+		}
+		c.Off = true
+		return c, nil
+	}
+	err := parseBlock(d, "console", map[string]subdirective{
+		"keep": once(func(d *caddyfile.Dispenser) (err error) {
+			if c.Keep, err = intArg(d, 1); err == nil && c.Keep > emulator.MaxKeep {
+				return d.Errf("keep %d is more than the %d calls the console keeps at most", c.Keep, emulator.MaxKeep)
+			}
+			return err
+		}),
+		"app": once(stringArg(&c.App)),
+	})
+	return c, err
 }

@@ -171,6 +171,7 @@ func (l *ServiceLimits) Cleanup() error {
 // ServeHTTP hands the request to the module call pipeline, which serves
 // the spill path and holds every other exchange to its limits.
 func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, _ = emulatorCall(r)
 	return l.handler.Serve(w, r, next)
 }
 

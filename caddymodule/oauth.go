@@ -357,6 +357,7 @@ func (m *ServiceOAuth) Cleanup() error {
 // ServeHTTP hands the request to the sign-in flow, which answers the
 // callback and logout paths and passes requests of a live session on.
 func (m *ServiceOAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, _ = emulatorCall(r)
 	return m.flow.Serve(w, r, next)
 }
 

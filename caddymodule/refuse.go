@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/servicegate/servicegate/emulator"
 	"github.com/servicegate/servicegate/respond"
 )
 
@@ -23,6 +24,7 @@ type errorBody = respond.ErrorBody
 // message is shown to people: it must never hold a secret, a token, a
 // signature or a body.
 func refuse(w http.ResponseWriter, r *http.Request, status int, message string) error {
+	emulator.GatewayCallFrom(r.Context()).Refused(message)
 	if hasErrorRoutes(r) {
 		return caddyhttp.Error(status, errors.New(message))
 	}

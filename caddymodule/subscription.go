@@ -296,6 +296,7 @@ func (h *ServiceSubscription) Cleanup() error {
 // ServeHTTP lets the request through when the organization's subscription
 // is active, and answers it otherwise.
 func (h *ServiceSubscription) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, _ = emulatorCall(r)
 	return h.handler.Serve(w, r, next)
 }
 

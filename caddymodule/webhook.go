@@ -232,6 +232,7 @@ func (m *ServiceWebhook) Cleanup() error {
 // ServeHTTP hands the delivery to webhook.Handler, which passes it on (to
 // the queue when there is one) or refuses it.
 func (m *ServiceWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, _ = emulatorCall(r)
 	return m.handler.Serve(w, r, next)
 }
 

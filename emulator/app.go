@@ -34,9 +34,27 @@ type Installation struct {
 	Client *http.Client
 }
 
+// sampleDelivery is a bulk delivery of one event of each name, as the
+// service sends them, indented for a person to edit.
+func sampleDelivery(names []string) []byte {
+	events := make([]map[string]any, 0, len(names))
+	for _, e := range names {
+		events = append(events, map[string]any{
+			"event":          e,
+			"project":        map[string]any{"id": "1", "identifier": "demo-project", "name": "Demo project"},
+			"targetLanguage": map[string]any{"id": "uk", "name": "Ukrainian"},
+		})
+	}
+	body, _ := json.MarshalIndent(map[string]any{"events": events}, "", "  ")
+	return body
+}
+
 // Call is one request the emulated service made to the app and the app's
 // answer.
 type Call struct {
+	// ID is the call's id in the emulator's console, 0 when the console
+	// did not record it.
+	ID int64
 	// Kind and Key name the module called; Job is the job type, or
 	// "webhook".
 	Kind, Key, Job string
@@ -57,16 +75,9 @@ func (c Call) OK() bool { return c.Err == nil && c.Status >= 200 && c.Status <= 
 func (in *Installation) SendEvents(ctx context.Context) []Call {
 	var calls []Call
 	for _, w := range in.Descriptor.Webhooks {
-		events := make([]map[string]any, 0, len(w.Events))
-		for _, e := range w.Events {
-			events = append(events, map[string]any{
-				"event":          e,
-				"project":        map[string]any{"id": "1", "identifier": "demo-project", "name": "Demo project"},
-				"targetLanguage": map[string]any{"id": "uk", "name": "Ukrainian"},
-			})
-		}
-		body, _ := json.Marshal(map[string]any{"events": events})
+		body := sampleDelivery(w.Events)
 		call := Call{Kind: descriptor.KindWebhook, Key: w.Key, Job: "webhook", URL: in.url(w.Module)}
+		ctx := withCall(ctx, callMeta{kind: kindDelivery, org: in.Domain, module: w.Key})
 		call.Status, call.Body, call.Err = SendDelivery(ctx, in.Client, call.URL, Delivery{
 			Body:           body,
 			Secret:         in.AppSecret,
@@ -74,6 +85,7 @@ func (in *Installation) SendEvents(ctx context.Context) []Call {
 			Domain:         in.Domain,
 			ModuleKey:      w.Key,
 		})
+		call.ID = recordedID(ctx)
 		calls = append(calls, call)
 	}
 	return calls
@@ -99,7 +111,7 @@ func (in *Installation) SendJobs(ctx context.Context, fileName string, content [
 		if parsed == nil {
 			parsed = strs
 		}
-		calls = append(calls, in.job(ctx, descriptor.KindCustomFileFormat, f.Module, "build-file", fileName, content, translated(strs, true)))
+		calls = append(calls, in.job(ctx, descriptor.KindCustomFileFormat, f.Module, "build-file", fileName, content, translated(strs, true, ukPrefix)))
 	}
 	if parsed == nil {
 		parsed = []map[string]any{{"identifier": fileName, "text": fileName}}
@@ -115,8 +127,10 @@ func (in *Installation) url(m descriptor.Module) string {
 }
 
 // job sends one job and reads the answer.
-func (in *Installation) job(ctx context.Context, kind string, m descriptor.Module, jobType, fileName string, content []byte, strs []map[string]any) Call {
-	call := Call{Kind: kind, Key: m.Key, Job: jobType, URL: in.url(m)}
+func (in *Installation) job(ctx context.Context, kind string, m descriptor.Module, jobType, fileName string, content []byte, strs []map[string]any) (call Call) {
+	call = Call{Kind: kind, Key: m.Key, Job: jobType, URL: in.url(m)}
+	ctx = withCall(ctx, callMeta{kind: jobType, org: in.Domain, module: m.Key})
+	defer func() { call.ID = recordedID(ctx) }()
 	body, err := json.Marshal(in.jobBody(jobType, fileName, content, strs))
 	if err != nil {
 		call.Err = err
@@ -140,9 +154,13 @@ func (in *Installation) job(ctx context.Context, kind string, m descriptor.Modul
 	}
 	defer resp.Body.Close()
 	call.Status = resp.StatusCode
-	call.Body, call.Err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	call.Body, call.Err = io.ReadAll(io.LimitReader(resp.Body, maxJobAnswer))
 	return call
 }
+
+// maxJobAnswer caps what is read of an answer to a job: the service takes
+// 5 MiB at most.
+const maxJobAnswer = 5 << 20
 
 // jobBody is a job as the service sends it: the organization, project and
 // language objects of the interface, the file, and strings where the job
@@ -195,8 +213,9 @@ func stringsOf(c Call) []map[string]any {
 }
 
 // translated gives each string an id (as build-file jobs carry) and a
-// translation into uk; withIDs drops what build-file records lack.
-func translated(strs []map[string]any, withIDs bool) []map[string]any {
+// translation into uk, tr of its text; withIDs drops what build-file
+// records lack.
+func translated(strs []map[string]any, withIDs bool, tr func(text any) any) []map[string]any {
 	out := make([]map[string]any, 0, len(strs))
 	for i, s := range strs {
 		r := make(map[string]any, len(s)+2)
@@ -209,19 +228,27 @@ func translated(strs []map[string]any, withIDs bool) []map[string]any {
 		if withIDs {
 			r["id"] = i + 1
 		}
-		if text, ok := s["text"].(string); ok {
-			r["translations"] = map[string]any{"uk": map[string]any{"text": "uk: " + text, "status": "translated"}}
+		if text, ok := s["text"]; ok {
+			r["translations"] = map[string]any{"uk": map[string]any{"text": tr(text), "status": "translated"}}
 		}
 		out = append(out, r)
 	}
 	return out
 }
 
+// ukPrefix is the translation SendJobs gives a text: "uk: " before it.
+func ukPrefix(text any) any {
+	if t, ok := text.(string); ok {
+		return "uk: " + t
+	}
+	return text
+}
+
 // preExportStrings are strs as a file-pre-export job carries them: each
 // with a uniqId (a hash, a double colon and a sequence number) and no
 // previewId, id or customData.
 func preExportStrings(strs []map[string]any) []map[string]any {
-	out := translated(strs, false)
+	out := translated(strs, false, ukPrefix)
 	for i, r := range out {
 		delete(r, "customData")
 		sum := sha256.Sum256([]byte(fmt.Sprint(r["identifier"])))

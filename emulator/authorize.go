@@ -88,6 +88,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, ok := s.chosenOrganization(req.organization)
+	noteOrganization(r, org.Domain)
 	if !ok {
 		writeErrorPage(w, http.StatusBadRequest, "The chosen organization is not one of the emulator's organizations.")
 		return
@@ -123,16 +124,13 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 // configured when domain is empty (the zero Organization when there is none).
 func (s *Server) chosenOrganization(domain string) (Organization, bool) {
 	if domain == "" {
-		if len(s.cfg.Organizations) == 0 {
+		orgs := s.Organizations()
+		if len(orgs) == 0 {
 			return Organization{}, true
 		}
-		return s.cfg.Organizations[0], true
+		return orgs[0], true
 	}
-	org := s.byDomain[domain]
-	if org == nil {
-		return Organization{}, false
-	}
-	return *org, true
+	return s.organization(domain)
 }
 
 // redirectWith sends the user back to the app's registered redirect URI
@@ -216,5 +214,5 @@ func (s *Server) writeConsentPage(w http.ResponseWriter, req authorizeRequest, o
 		Chosen                              string
 		User                                int64
 		Note                                string
-	}{req.clientID, req.redirectURI, req.scope, req.state, req.hasState, s.cfg.Organizations, org.Domain, user, emulatorNote})
+	}{req.clientID, req.redirectURI, req.scope, req.state, req.hasState, s.Organizations(), org.Domain, user, emulatorNote})
 }

@@ -14,6 +14,9 @@
 //	GET  /api/v2/applications/{id}/subscription
 //	POST /emulator/lifecycle  for a developer's tools: install, uninstall,
 //	                        subscription_paid, or a signed delivery (LifecycleRequest)
+//	GET  /emulator/console  the console's page (ConsoleConfig)
+//	     /emulator/api/...  the console's JSON API, its event stream at
+//	                        /emulator/api/events
 //
 // Access tokens are HS256 JWTs signed with the client secret (see
 // MintToken), so a gateway that verifies with the same secret accepts them.
@@ -26,4 +29,12 @@
 // service does. InstallApp, UninstallApp and SubscriptionPaid make the
 // lifecycle calls of an installation: each installation gets a fresh random
 // app secret, which the service_app grant answers until it is uninstalled.
+//
+// The console keeps the last calls the emulator took part in (what it sent
+// the app through the gateway, what it answered the gateway) in a bounded
+// log, with bodies capped and secrets masked when shown, and the gateway's
+// verdict on each call it sent: from the gateway itself when it runs in the
+// same process (Verdicts, CallHeader), else from the answer's error.message.
+// Its page and API answer loopback and the site's own names only, and take
+// changes from the same origin only.
 package emulator

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // appGrantType is the grant an app uses to act for an organization that
@@ -23,6 +24,7 @@ type appInstall struct {
 	org    Organization
 	secret string
 	user   int64
+	since  time.Time
 }
 
 // The lifecycle calls the service makes to an app, named as a
@@ -40,11 +42,11 @@ const (
 // installation the app does not acknowledge with 2xx is undone, as the
 // service does; the Call says how the app answered.
 func (s *Server) InstallApp(ctx context.Context, client *http.Client, url, domain, baseURL string) (Call, error) {
-	org, ok := s.byDomain[domain]
+	org, ok := s.organization(domain)
 	if !ok {
-		return Call{}, fmt.Errorf("emulator: no organization %q is configured", domain)
+		return Call{}, errNoOrganization(domain)
 	}
-	in := &appInstall{org: *org, secret: rand.Text(), user: s.cfg.UserID}
+	in := &appInstall{org: org, secret: rand.Text(), user: s.cfg.UserID, since: s.cfg.Now().UTC()}
 	s.mu.Lock()
 	if s.installs == nil {
 		s.installs = make(map[string]*appInstall)
@@ -54,7 +56,7 @@ func (s *Server) InstallApp(ctx context.Context, client *http.Client, url, domai
 	body := s.lifecycleBody(in, baseURL)
 	body["userId"] = in.user
 	body["code"] = rand.Text()
-	call := lifecycleCall(ctx, client, EventInstalled, url, body)
+	call := s.lifecycleCall(ctx, client, EventInstalled, url, domain, body)
 	if !call.OK() {
 		s.mu.Lock()
 		if s.installs[domain] == in {
@@ -73,21 +75,27 @@ func (s *Server) UninstallApp(ctx context.Context, client *http.Client, url, dom
 	in := s.installs[domain]
 	delete(s.installs, domain)
 	s.revokeFamily("app:" + domain)
+	if in != nil {
+		if s.lastSecrets == nil {
+			s.lastSecrets = make(map[string]string)
+		}
+		s.lastSecrets[domain] = in.secret
+	}
 	s.mu.Unlock()
 	if in == nil {
 		return Call{}, errNotInstalled(domain)
 	}
-	return lifecycleCall(ctx, client, EventUninstall, url, s.lifecycleBody(in, baseURL)), nil
+	return s.lifecycleCall(ctx, client, EventUninstall, url, domain, s.lifecycleBody(in, baseURL)), nil
 }
 
 // SubscriptionPaid sends the subscription_paid call of the organization to
 // url.
 func (s *Server) SubscriptionPaid(ctx context.Context, client *http.Client, url, domain string) (Call, error) {
-	org, ok := s.byDomain[domain]
+	org, ok := s.organization(domain)
 	if !ok {
-		return Call{}, fmt.Errorf("emulator: no organization %q is configured", domain)
+		return Call{}, errNoOrganization(domain)
 	}
-	return lifecycleCall(ctx, client, EventSubscriptionPaid, url, map[string]any{
+	return s.lifecycleCall(ctx, client, EventSubscriptionPaid, url, domain, map[string]any{
 		"appId": s.cfg.AppIdentifier, "organizationId": org.ID, "domain": org.Domain,
 	}), nil
 }
@@ -110,12 +118,37 @@ func (s *Server) lifecycleBody(in *appInstall, baseURL string) map[string]any {
 	}
 }
 
-// lifecycleCall POSTs one lifecycle call and reads the app's answer.
-func lifecycleCall(ctx context.Context, client *http.Client, event, url string, body map[string]any) Call {
-	call := Call{Kind: "lifecycle", Key: event, Job: event, URL: url}
-	if client == nil {
-		client = http.DefaultClient
+// signingSecret is the app secret that signs the organization's
+// deliveries: its installation's, or else the last one it had (as a
+// stale sender would sign); ok is false when it was never installed.
+func (s *Server) signingSecret(domain string) (secret string, installed, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.installs[domain]; in != nil {
+		return in.secret, true, true
 	}
+	secret, ok = s.lastSecrets[domain]
+	return secret, false, ok
+}
+
+// installation is the organization's installation: since when, and its
+// secret; ok is false when the app is not installed for it.
+func (s *Server) installation(domain string) (since time.Time, secret string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in := s.installs[domain]; in != nil {
+		return in.since, in.secret, true
+	}
+	return time.Time{}, "", false
+}
+
+// lifecycleCall POSTs one lifecycle call of the organization and reads the
+// app's answer. A nil client is the emulator's own, whose calls the
+// console records.
+func (s *Server) lifecycleCall(ctx context.Context, client *http.Client, event, url, domain string, body map[string]any) Call {
+	call := Call{Kind: "lifecycle", Key: event, Job: event, URL: url}
+	client = s.client(client)
+	ctx = withCall(ctx, callMeta{kind: event, org: domain})
 	raw, _ := json.Marshal(body) // strings and integers
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
 	if err != nil {
@@ -126,11 +159,13 @@ func lifecycleCall(ctx context.Context, client *http.Client, event, url string, 
 	resp, err := client.Do(req)
 	if err != nil {
 		call.Err = fmt.Errorf("%s call: %w", event, err)
+		call.ID = recordedID(ctx)
 		return call
 	}
-	defer resp.Body.Close()
 	call.Status = resp.StatusCode
 	call.Body, _ = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	resp.Body.Close()
+	call.ID = recordedID(ctx)
 	return call
 }
 

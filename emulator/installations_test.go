@@ -132,18 +132,22 @@ func TestInstallAppNotAcknowledgedIsUndone(t *testing.T) {
 func TestLifecycleEndpointRefusals(t *testing.T) {
 	s, _ := newTestServer(t)
 	post := func(body string) int {
-		r := httptest.NewRequest(http.MethodPost, LifecyclePath, strings.NewReader(body))
+		r := httptest.NewRequest(http.MethodPost, "http://localhost"+LifecyclePath, strings.NewReader(body))
 		return do(s, r).Code
 	}
-	if code := do(s, httptest.NewRequest(http.MethodGet, LifecyclePath, nil)).Code; code != http.StatusMethodNotAllowed {
+	if code := do(s, httptest.NewRequest(http.MethodGet, "http://localhost"+LifecyclePath, nil)).Code; code != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", code)
+	}
+	// A page whose name was rebound to this machine cannot use it.
+	if code := do(s, httptest.NewRequest(http.MethodPost, LifecyclePath, strings.NewReader(`{}`))).Code; code != http.StatusMisdirectedRequest {
+		t.Errorf("a foreign Host: %d", code)
 	}
 	for body, want := range map[string]int{
 		`{`: http.StatusBadRequest,
 		`{"event":"installed","organization":"acme.example","url":"file:///etc/passwd"}`:      http.StatusBadRequest,
 		`{"event":"deleted","organization":"acme.example","url":"http://127.0.0.1:1/x"}`:      http.StatusBadRequest,
 		`{"event":"installed","organization":"nobody.example","url":"http://127.0.0.1:1/x"}`:  http.StatusNotFound,
-		`{"event":"delivery","organization":"acme.example","url":"http://127.0.0.1:1/hooks"}`: http.StatusNotFound,
+		`{"event":"delivery","organization":"acme.example","url":"http://127.0.0.1:1/hooks"}`: http.StatusConflict, // never installed
 	} {
 		if code := post(body); code != want {
 			t.Errorf("%s: %d, want %d", body, code, want)

@@ -1,8 +1,11 @@
 package emulator
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -32,6 +35,11 @@ type LifecycleRequest struct {
 	// events, with the module key.
 	ModuleKey string   `json:"module_key,omitempty"`
 	Events    []string `json:"events,omitempty"`
+	// Body, when set, is the delivery's body instead.
+	Body *string `json:"body,omitempty"`
+	// Tamper tampers with the delivery: unsigned, wrong_secret,
+	// other_org, or body (one byte changed after signing).
+	Tamper string `json:"tamper,omitempty"`
 }
 
 // LifecycleAnswer is the answer of LifecyclePath: how the app answered.
@@ -79,13 +87,22 @@ func (s *Server) serveLifecycle(w http.ResponseWriter, r *http.Request) {
 	case EventSubscriptionPaid:
 		call, err = s.SubscriptionPaid(ctx, nil, req.URL, req.Organization)
 	case "delivery":
+		if err := checkTamper(req.Tamper); err != nil {
+			writeJSON(w, http.StatusBadRequest, message(err.Error()))
+			return
+		}
 		call, err = s.deliverFor(ctx, req)
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "event must be installed, uninstall, subscription_paid or delivery"})
 		return
 	}
-	if err != nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": err.Error()})
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		writeJSON(w, ae.status, message(ae.msg))
+		return
+	case err != nil:
+		writeJSON(w, http.StatusNotFound, message(err.Error()))
 		return
 	}
 	out := LifecycleAnswer{Event: req.Event, URL: req.URL, Status: call.Status, Answer: truncateAnswer(call.Body)}
@@ -95,22 +112,79 @@ func (s *Server) serveLifecycle(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// deliverFor sends one bulk delivery of req's events for an installed
-// organization, signed with its installation's secret.
+// deliverFor sends one bulk delivery of req's events (or req's body) for
+// an organization, signed with its app secret (see Server.sign).
 func (s *Server) deliverFor(ctx context.Context, req LifecycleRequest) (Call, error) {
-	secret, ok := s.AppSecret(req.Organization)
+	org, ok := s.organization(req.Organization)
 	if !ok {
-		return Call{}, errNotInstalled(req.Organization)
+		return Call{}, errNoOrganization(req.Organization)
 	}
-	org := s.byDomain[req.Organization]
-	events := make([]map[string]any, 0, len(req.Events))
-	for _, e := range req.Events {
-		events = append(events, map[string]any{"event": e})
+	body := sampleDelivery(req.Events)
+	if req.Body != nil {
+		body = []byte(*req.Body)
 	}
-	body, _ := json.Marshal(map[string]any{"events": events})
-	status, answer, err := SendDelivery(ctx, nil, req.URL, Delivery{Body: body, Secret: secret,
-		OrganizationID: itoa(org.ID), Domain: org.Domain, ModuleKey: req.ModuleKey})
-	return Call{Kind: "webhook", Key: req.ModuleKey, Job: "webhook", URL: req.URL, Status: status, Body: answer, Err: err}, nil
+	header := deliveryHeader(org, req.ModuleKey)
+	if err := s.sign(header, org.Domain, body, req.Tamper); err != nil {
+		return Call{}, err
+	}
+	if req.Tamper == tamperBody {
+		body = TamperBody(body)
+	}
+	ctx = withCall(ctx, callMeta{kind: kindDelivery, org: org.Domain, module: req.ModuleKey, tamper: req.Tamper})
+	call := Call{Kind: "webhook", Key: req.ModuleKey, Job: "webhook", URL: req.URL}
+	call.Status, call.Body, call.Err = postCall(ctx, s.client(nil), req.URL, header, body)
+	call.ID = recordedID(ctx)
+	return call, nil
+}
+
+// postCall POSTs body with header to url and reads up to 1 MiB of the
+// answer.
+func postCall(ctx context.Context, client *http.Client, url string, header http.Header, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header = header
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	return resp.StatusCode, answer, err
+}
+
+// sign sets the X-Service-Signature of a delivery of the organization, as
+// tamper says: signed with its app secret (that of its installation, or
+// the last one it had), with a wrong one, with another organization's, or
+// not at all.
+func (s *Server) sign(header http.Header, org string, body []byte, tamper string) error {
+	var secret string
+	switch tamper {
+	case tamperUnsigned:
+		header.Del("X-Service-Signature")
+		return nil
+	case tamperWrongSecret:
+		secret = rand.Text()
+	case tamperOtherOrg:
+		for _, other := range s.Organizations() {
+			if theirs, _, ok := s.signingSecret(other.Domain); ok && other.Domain != org {
+				secret = theirs
+				break
+			}
+		}
+		if secret == "" {
+			return failf(http.StatusConflict, "No other organization has an app secret to sign with: install the app for another organization first.")
+		}
+	default:
+		mine, _, ok := s.signingSecret(org)
+		if !ok {
+			return failf(http.StatusConflict, "The app was never installed for %s, so the service has no app secret to sign its deliveries with: install it first.", org)
+		}
+		secret = mine
+	}
+	header.Set("X-Service-Signature", SignDelivery(body, secret))
+	return nil
 }
 
 func truncateAnswer(b []byte) string {

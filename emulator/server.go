@@ -70,6 +70,9 @@ type Config struct {
 	Organizations []Organization
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Console configures the console: the call log, its page and its
+	// API. Its zero value turns it on with its defaults.
+	Console ConsoleConfig
 }
 
 // Organization is an organization of the service and the state of its
@@ -96,12 +99,22 @@ type Organization struct {
 type Server struct {
 	cfg       Config
 	redirects map[string]bool
-	byDomain  map[string]*Organization
-	byID      map[int64]*Organization
 	parser    *jwt.Parser
+
+	// orgMu guards the organizations, which the console can add to and
+	// whose subscriptions it can change while the emulator runs.
+	orgMu    sync.RWMutex
+	orgs     []*Organization
+	byDomain map[string]*Organization
+	byID     map[int64]*Organization
 
 	outage atomic.Bool
 	delay  atomic.Int64 // time.Duration
+
+	// faults are the console's switches for the emulator's own endpoints.
+	faults faults
+	// console is the call log and its page, nil when it is off.
+	console *console
 
 	mu      sync.Mutex
 	codes   map[string]*codeGrant
@@ -110,6 +123,9 @@ type Server struct {
 	// installs are the app's installations, by organization domain
 	// (see InstallApp); nil until the first one.
 	installs map[string]*appInstall
+	// lastSecrets are the app secrets of uninstalled installations, by
+	// domain: a stale sender signs with them.
+	lastSecrets map[string]string
 }
 
 // New checks cfg, fills in its defaults and returns a Server for it.
@@ -151,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 		redirects: make(map[string]bool, len(cfg.RedirectURIs)),
 		byDomain:  make(map[string]*Organization, len(cfg.Organizations)),
 		byID:      make(map[int64]*Organization, len(cfg.Organizations)),
+		cfg:       cfg, // complete below; the console reads it
 		codes:     make(map[string]*codeGrant),
 		refresh:   make(map[string]*refreshGrant),
 		queries:   make(map[string]int),
@@ -162,27 +179,20 @@ func New(cfg Config) (*Server, error) {
 		s.redirects[u] = true
 	}
 	cfg.RedirectURIs = append([]string(nil), cfg.RedirectURIs...)
-	cfg.Organizations = append([]Organization(nil), cfg.Organizations...)
-	for i := range cfg.Organizations {
-		org := &cfg.Organizations[i]
-		switch {
-		case org.Domain == "":
-			return nil, errors.New("emulator: every organization needs a domain")
-		case org.ID <= 0:
-			return nil, fmt.Errorf("emulator: organization %s: the id must be a positive integer", org.Domain)
-		case s.byDomain[org.Domain] != nil:
-			return nil, fmt.Errorf("emulator: organization %s is configured twice", org.Domain)
-		case s.byID[org.ID] != nil:
-			return nil, fmt.Errorf("emulator: organization %s: id %d is already used", org.Domain, org.ID)
-		case !org.ActiveUntil.IsZero() && org.SubscribeLink != "":
-			return nil, fmt.Errorf("emulator: organization %s: a subscription is either active or unpaid, not both", org.Domain)
+	for _, org := range cfg.Organizations {
+		if err := s.addOrganization(org); err != nil {
+			return nil, fmt.Errorf("emulator: %w", err)
 		}
-		org.ActiveUntil = org.ActiveUntil.UTC()
-		s.byDomain[org.Domain] = org
-		s.byID[org.ID] = org
 	}
 	s.cfg = cfg
 	s.parser = newParser(cfg)
+	if !cfg.Console.Off {
+		c, err := newConsole(s, cfg.Console)
+		if err != nil {
+			return nil, fmt.Errorf("emulator: console: %w", err)
+		}
+		s.console = c
+	}
 	return s, nil
 }
 
@@ -214,29 +224,39 @@ const (
 func (s *Server) Handle(w http.ResponseWriter, r *http.Request) bool {
 	switch p := r.URL.Path; {
 	case p == authorizePath:
-		s.serveAuthorize(w, r)
+		s.answered(w, r, kindAuthorize, s.serveAuthorize)
 	case p == tokenPath:
-		s.serveToken(w, r)
+		s.answered(w, r, kindToken, s.serveToken)
 	case p == LifecyclePath:
-		s.serveLifecycle(w, r)
+		if s.guard(w, r) {
+			s.serveLifecycle(w, r)
+		}
 	case strings.HasPrefix(p, applicationsPrefix) && strings.HasSuffix(p, subscriptionSuffix) &&
 		len(p) > len(applicationsPrefix)+len(subscriptionSuffix):
 		app := p[len(applicationsPrefix) : len(p)-len(subscriptionSuffix)]
 		if strings.Contains(app, "/") {
 			return false
 		}
-		s.serveSubscription(w, r, app)
+		s.answered(w, r, kindSubscription, func(w http.ResponseWriter, r *http.Request) { s.serveSubscription(w, r, app) })
+	case s.console != nil && (p == ConsolePath || strings.HasPrefix(p, consoleAssetsPrefix) || strings.HasPrefix(p, APIPrefix)):
+		s.console.serve(w, r)
 	default:
 		return false
 	}
 	return true
 }
 
-// ServeHTTP answers the emulator's paths, and 404 for every other path.
+// ServeHTTP answers the emulator's paths, a page pointing to the console
+// at /, and 404 for every other path.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.Handle(w, r) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not found"})
+	if s.Handle(w, r) {
+		return
 	}
+	if r.URL.Path == "/" {
+		s.WriteIndex(w, r)
+		return
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not found"})
 }
 
 // Queries returns how many subscription queries with a valid token have

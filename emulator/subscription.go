@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/servicegate/servicegate/token"
@@ -27,6 +28,12 @@ func (s *Server) serveSubscription(w http.ResponseWriter, r *http.Request, app s
 		return
 	}
 	s.countQuery(organizationKey(org.domain, org.id))
+	noteOrganization(r, organizationKey(org.domain, org.id))
+	if fault(w, r, s.Faults().Subscription, func(status int) {
+		writeJSON(w, status, message("The subscription query answers "+strconv.Itoa(status)+" (a fault set in the emulator's console)."))
+	}) {
+		return
+	}
 
 	if d := time.Duration(s.delay.Load()); d > 0 {
 		t := time.NewTimer(d)
@@ -45,14 +52,15 @@ func (s *Server) serveSubscription(w http.ResponseWriter, r *http.Request, app s
 		writeJSON(w, http.StatusBadRequest, message("Application not found"))
 		return
 	}
-	var known *Organization
+	var known Organization
+	var ok bool
 	if org.domain != "" {
-		known = s.byDomain[org.domain]
+		known, ok = s.organization(org.domain)
 	} else if org.id > 0 {
-		known = s.byID[org.id]
+		known, ok = s.organizationByID(org.id)
 	}
 	switch {
-	case known == nil:
+	case !ok:
 		writeJSON(w, http.StatusNotFound, message("Organization not found"))
 	case !known.ActiveUntil.IsZero():
 		writeJSON(w, http.StatusOK, map[string]string{"expires": known.ActiveUntil.Format(ExpiresLayout)})

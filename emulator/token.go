@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/servicegate/servicegate/respond"
@@ -68,6 +69,9 @@ type tokenResponse struct {
 	TokenType    string `json:"token_type"`
 	ExpiresIn    int64  `json:"expires_in"`
 	RefreshToken string `json:"refresh_token"`
+
+	// org is the organization the token is for, for the console.
+	org string
 }
 
 // oauthError is an RFC 6749 §5.2 error answer.
@@ -104,16 +108,25 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 			description: "the token endpoint takes POST"})
 		return
 	}
+	if fault(w, r, s.Faults().Token, func(status int) {
+		writeOAuthError(w, &oauthError{status: status, code: "server_error",
+			description: "the token endpoint answers " + strconv.Itoa(status) + " (a fault set in the emulator's console)"})
+	}) {
+		return
+	}
 	req, oerr := readTokenRequest(w, r)
 	if oerr != nil {
+		noteOrganization(r, req.Domain)
 		writeOAuthError(w, oerr)
 		return
 	}
 	resp, oerr := s.grant(req)
 	if oerr != nil {
+		noteOrganization(r, req.Domain)
 		writeOAuthError(w, oerr)
 		return
 	}
+	noteOrganization(r, resp.org)
 	w.Header().Set("Pragma", "no-cache")
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -327,6 +340,7 @@ func (s *Server) issue(user int64, org Organization, family string, now time.Tim
 		TokenType:    "bearer",
 		ExpiresIn:    int64(s.cfg.TokenLifetime / time.Second),
 		RefreshToken: refresh,
+		org:          organizationKey(org.Domain, org.ID),
 	}, nil
 }
 

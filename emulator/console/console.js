@@ -1,0 +1,1 @@
+/* The console's console.js: see the next commit. */
