@@ -1,1 +1,549 @@
-/* The console's console.js: see the next commit. */
+// The service emulator's console: one page over the emulator's JSON API
+// (/emulator/api/). It writes no HTML from strings: every element is made
+// with createElement and filled with textContent.
+
+const api = '/emulator/api/';
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+
+// el makes an element with attributes (data-* and the like) and children
+// (elements or text).
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'text') e.textContent = v;
+    else if (k === 'class') e.className = v;
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children) {
+    if (c !== null && c !== undefined) e.append(c);
+  }
+  return e;
+}
+
+const state = {
+  orgs: [],
+  app: null,
+  calls: new Map(), // id -> item
+  maxID: 0,
+  selected: 0,
+  upload: null,
+  strings: [],
+  fileOrgChosen: false,
+};
+
+// request calls the API and returns the decoded answer; a refusal shows
+// its message and throws.
+async function request(method, path, body, raw) {
+  const init = { method, headers: {} };
+  if (raw !== undefined) {
+    init.body = raw;
+  } else if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers['Content-Type'] = 'application/json';
+  }
+  const resp = await fetch(api + path, init);
+  let data = null;
+  try {
+    data = await resp.json();
+  } catch {
+    data = null;
+  }
+  if (!resp.ok) {
+    const msg = (data && data.message) || `${method} ${path}: ${resp.status}`;
+    showError(msg);
+    throw new Error(msg);
+  }
+  clearError();
+  return data;
+}
+
+function showError(msg) {
+  const e = $('[data-testid="error"]');
+  e.textContent = msg;
+  e.hidden = false;
+}
+
+function clearError() {
+  const e = $('[data-testid="error"]');
+  e.hidden = true;
+  e.textContent = '';
+}
+
+// quietly runs an action whose refusal request already shows.
+function quietly(p) {
+  p.catch(() => {});
+}
+
+// --- organizations
+
+function subscriptionText(s) {
+  if (s.state === 'paid') return `paid until ${s.expires}`;
+  if (s.state === 'unpaid') return 'unpaid';
+  return 'missing';
+}
+
+function renderOrgs() {
+  const box = $('[data-testid="orgs"]');
+  const cards = state.orgs.map((o) => {
+    const installed = o.installation.state === 'installed';
+    const secret = el('code', { 'data-testid': 'secret', 'data-state': installed ? 'masked' : 'none',
+      text: installed ? o.secret : '—' });
+    const buttons = el('p', { class: 'buttons' },
+      el('button', { type: 'button', 'data-action': 'install', text: 'Install', disabled: installed }),
+      el('button', { type: 'button', 'data-action': 'uninstall', text: 'Uninstall', disabled: !installed }),
+      el('button', { type: 'button', 'data-action': 'reinstall', text: 'Reinstall', disabled: !installed }),
+      el('button', { type: 'button', 'data-action': 'paid', text: 'Mark paid' }),
+      el('button', { type: 'button', 'data-action': 'unpaid', text: 'Make unpaid', disabled: o.subscription.state === 'unpaid' }),
+      el('button', { type: 'button', 'data-action': 'missing', text: 'Remove subscription', disabled: o.subscription.state === 'missing' }));
+    return el('article', { class: 'org', 'data-testid': 'org', 'data-domain': o.domain,
+      'data-installation': o.installation.state, 'data-subscription': o.subscription.state },
+      el('h3', { text: o.domain }, el('span', { class: 'muted', text: ` id ${o.id}` })),
+      el('dl', {},
+        el('dt', { text: 'subscription' }), el('dd', { class: `sub-${o.subscription.state}`, text: subscriptionText(o.subscription) }),
+        el('dt', { text: 'installation' }), el('dd', { class: `inst-${o.installation.state}`,
+          text: installed ? `installed since ${new Date(o.installation.since).toLocaleString()}` : 'not installed' }),
+        el('dt', { text: 'app secret' }), el('dd', {}, secret, ' ',
+          el('button', { type: 'button', class: 'small', 'data-action': 'reveal', text: 'Reveal', disabled: !installed }))),
+      buttons);
+  });
+  box.replaceChildren(...cards);
+  fillOrgSelects();
+}
+
+function fillSelect(sel, values, keep, first) {
+  const before = sel.value;
+  const opts = values.map(([value, text]) => el('option', { value, text }));
+  if (first) opts.unshift(el('option', { value: first[0], text: first[1] }));
+  sel.replaceChildren(...opts);
+  if (keep && values.some(([v]) => v === before)) sel.value = before;
+}
+
+function fillOrgSelects() {
+  const domains = state.orgs.map((o) => [o.domain, o.domain]);
+  fillSelect($('[data-testid="delivery-org"]'), domains, true);
+  fillSelect($('[data-testid="filter-org"]'), domains, true, ['', 'all']);
+  const fileOrg = $('[data-testid="file-org"]');
+  fillSelect(fileOrg, domains, state.fileOrgChosen);
+  if (!state.fileOrgChosen) {
+    const installed = state.orgs.find((o) => o.installation.state === 'installed');
+    if (installed) fileOrg.value = installed.domain;
+  }
+  const delivery = $('[data-testid="delivery-org"]');
+  if (!state.deliveryOrgChosen) {
+    const installed = state.orgs.find((o) => o.installation.state === 'installed');
+    if (installed) delivery.value = installed.domain;
+  }
+}
+
+async function loadOrgs() {
+  state.orgs = await request('GET', 'organizations');
+  renderOrgs();
+}
+
+async function orgAction(domain, action) {
+  const answer = await request('POST', `organizations/${encodeURIComponent(domain)}/${action}`);
+  for (const c of answer.calls || []) addCall(c);
+  await loadOrgs();
+  if (answer.call) await select(answer.call.id);
+}
+
+async function reveal(card) {
+  const domain = card.dataset.domain;
+  const answer = await request('POST', `organizations/${encodeURIComponent(domain)}/secret`);
+  const code = $('[data-testid="secret"]', card);
+  code.textContent = answer.secret;
+  code.dataset.state = 'revealed';
+}
+
+// --- calls
+
+const kinds = ['installed', 'uninstall', 'subscription_paid', 'delivery', 'parse-file', 'build-file', 'file-pre-export',
+  'token', 'authorize', 'subscription'];
+
+function statusClass(status) {
+  if (status < 100 || status > 599) return 'none';
+  return `${Math.floor(status / 100)}xx`;
+}
+
+function verdictText(g) {
+  if (g.outcome === 'refused') return `refused: ${g.reason}`;
+  if (g.outcome === 'accepted') return g.added && g.added.length ? `accepted, added ${g.added.join(', ')}` : 'accepted';
+  return '—';
+}
+
+function callRow(c) {
+  const time = new Date(c.time);
+  return el('tr', { 'data-testid': 'call', 'data-id': c.id, 'data-kind': c.kind, 'data-status': c.status,
+    'data-org': c.organization, 'data-outcome': c.gateway.outcome, 'data-direction': c.direction, tabindex: 0 },
+  el('td', { class: 'time', title: c.time, text: time.toLocaleTimeString() }),
+  el('td', { class: 'kind', text: c.kind + (c.replay_of ? ` ↻${c.replay_of}` : '') + (c.tamper ? ` (${c.tamper})` : '') }),
+  el('td', { text: c.organization }),
+  el('td', { text: c.method }),
+  el('td', { class: 'url', title: c.url, text: c.url }),
+  el('td', { class: `status s${statusClass(c.status)}`, text: c.status || 'none' }),
+  el('td', { class: 'num', text: c.duration_ms.toFixed(1) }),
+  el('td', { class: `verdict v-${c.gateway.outcome}`, title: verdictText(c.gateway), text: verdictText(c.gateway) }));
+}
+
+function matchesFilters(c) {
+  const org = $('[data-testid="filter-org"]').value;
+  const kind = $('[data-testid="filter-kind"]').value;
+  const status = $('[data-testid="filter-status"]').value;
+  return (!org || c.organization === org) && (!kind || c.kind === kind) && (!status || statusClass(c.status) === status);
+}
+
+const maxRows = 2000;
+
+// addCall puts a call in the list (newest first), once.
+function addCall(c) {
+  if (state.calls.has(c.id)) return;
+  state.calls.set(c.id, c);
+  state.maxID = Math.max(state.maxID, c.id);
+  const body = $('[data-testid="calls"]');
+  const row = callRow(c);
+  row.hidden = !matchesFilters(c);
+  let before = null;
+  for (const r of body.children) {
+    if (Number(r.dataset.id) < c.id) {
+      before = r;
+      break;
+    }
+  }
+  body.insertBefore(row, before);
+  while (body.children.length > maxRows) {
+    const last = body.lastElementChild;
+    state.calls.delete(Number(last.dataset.id));
+    last.remove();
+  }
+  $('[data-testid="calls-count"]').textContent = `(${body.children.length})`;
+  if (['installed', 'uninstall', 'subscription_paid'].includes(c.kind)) quietly(loadOrgs());
+}
+
+function applyFilters() {
+  for (const row of $$('[data-testid="call"]')) {
+    row.hidden = !matchesFilters(state.calls.get(Number(row.dataset.id)));
+  }
+}
+
+async function loadCallsAfter(id) {
+  const list = await request('GET', `calls?after=${id}`);
+  for (const c of list.reverse()) addCall(c);
+}
+
+function headersBlock(h) {
+  const names = Object.keys(h || {}).sort();
+  return el('dl', { class: 'headers' }, ...names.flatMap((n) => h[n].flatMap((v) => [el('dt', { text: n }), el('dd', { text: v })])));
+}
+
+function bodyBlock(m) {
+  const note = m.cut ? `first 64 KiB of ${m.size} bytes` : `${m.size} bytes`;
+  return [el('p', { class: 'muted', text: m.size ? note : 'no body' }),
+    m.size ? el('pre', { class: m.json ? 'json' : '', text: m.body }) : null];
+}
+
+async function select(id) {
+  state.selected = id;
+  for (const r of $$('[data-testid="call"][data-selected]')) r.removeAttribute('data-selected');
+  const row = $(`[data-testid="call"][data-id="${id}"]`);
+  if (row) row.dataset.selected = 'true';
+  const d = await request('GET', `calls/${id}`);
+  if (state.selected !== id) return;
+  const g = d.gateway;
+  const verdict = el('p', { 'data-testid': 'gateway-verdict', 'data-outcome': g.outcome, class: `verdict v-${g.outcome}` });
+  if (g.outcome === 'refused') {
+    verdict.append(el('strong', { text: 'Refused: ' }), el('span', { 'data-testid': 'verdict-reason', text: g.reason }));
+  } else if (g.outcome === 'accepted') {
+    verdict.append(el('strong', { text: 'Accepted' }),
+      g.added && g.added.length ? ` — the gateway added for the app: ${g.added.join(', ')}` : ' — passed on to the app');
+  } else {
+    verdict.append(d.direction === 'answered' ? 'A call to the emulator (the gateway asking the service).' : 'The gateway said nothing about this call.');
+  }
+  if (g.from === 'answer') verdict.append(el('span', { class: 'muted', text: ' (read from the answer\'s error.message)' }));
+  const section = el('section', { class: 'detail', 'data-testid': 'call-detail', 'data-id': d.id, 'data-org': d.organization, 'aria-label': 'the selected call' },
+    el('h2', { text: `#${d.id} ${d.kind} ${d.organization}` }),
+    el('p', { class: 'line' }, el('code', { text: `${d.method} ${d.url}` }), ` → ${d.status || 'no answer'} in ${d.duration_ms.toFixed(1)} ms`),
+    d.error ? el('p', { class: 'warn', text: d.error }) : null,
+    verdict);
+  if (d.replayable) {
+    const tamper = el('select', { 'data-testid': 'resend-tamper', 'aria-label': 'how to sign the resend' },
+      el('option', { value: '', text: 'signed with the organization\'s secret' }),
+      el('option', { value: 'unsigned', text: 'unsigned' }),
+      el('option', { value: 'wrong_secret', text: 'signed with a wrong secret' }),
+      el('option', { value: 'other_org', text: 'signed with another organization\'s secret' }),
+      el('option', { value: 'body', text: 'one byte changed after signing' }));
+    if (d.kind !== 'delivery') tamper.disabled = true;
+    section.append(el('p', { class: 'buttons' },
+      el('button', { type: 'button', 'data-action': 'replay', text: 'Replay' }),
+      el('button', { type: 'button', 'data-action': 'curl', text: 'Copy as curl' })),
+    el('details', { class: 'resend' },
+      el('summary', { text: 'Edit and resend' }),
+      el('textarea', { rows: 10, spellcheck: 'false', 'data-testid': 'resend-body', 'aria-label': 'the body to send', text: d.request.body }),
+      el('p', { class: 'buttons' }, tamper, el('button', { type: 'button', 'data-action': 'resend', text: 'Resend' }))),
+    el('pre', { 'data-testid': 'curl', hidden: true }));
+  }
+  section.append(
+    el('div', { class: 'messages' },
+      el('div', {}, el('h3', { text: 'Request' }), headersBlock(d.request.headers), ...bodyBlock(d.request)),
+      el('div', {}, el('h3', { text: 'Answer' }), headersBlock(d.answer.headers), ...bodyBlock(d.answer))));
+  $('.detail').replaceWith(section);
+}
+
+async function callAction(action) {
+  const section = $('[data-testid="call-detail"]');
+  const id = section.dataset.id;
+  if (action === 'curl') {
+    const answer = await request('POST', `calls/${id}/curl`);
+    const pre = $('[data-testid="curl"]', section);
+    pre.textContent = answer.curl;
+    pre.hidden = false;
+    if (navigator.clipboard) navigator.clipboard.writeText(answer.curl).catch(() => {});
+    return;
+  }
+  let item;
+  if (action === 'replay') {
+    item = await request('POST', `calls/${id}/replay`);
+  } else {
+    const body = { body: $('[data-testid="resend-body"]', section).value };
+    const tamper = $('[data-testid="resend-tamper"]', section).value;
+    if (tamper) body.tamper = tamper;
+    item = await request('POST', `calls/${id}/resend`, body);
+  }
+  addCall(item);
+  await select(item.id);
+}
+
+// --- the app and sending
+
+async function loadApp() {
+  const app = await request('GET', 'app');
+  state.app = app;
+  $('[data-testid="app-url"]').textContent = app.url;
+  $('[data-testid="app-error"]').textContent = app.error ? `(${app.error})` : '';
+  fillSelect($('[data-testid="delivery-module"]'), app.webhooks.map((w) => [w.key, `${w.key} ${w.url}`]), true);
+  fillSelect($('[data-testid="file-module"]'), app.file_formats.map((f) => [f.key, `${f.key} ${f.url}`]), true,
+    ['', 'first whose signaturePatterns match']);
+  fillSelect($('[data-testid="preexport-module"]'), app.pre_exports.map((p) => [p.key, `${p.key} ${p.url}`]), true);
+  fillEvents();
+}
+
+function fillEvents() {
+  const key = $('[data-testid="delivery-module"]').value;
+  const hook = state.app && state.app.webhooks.find((w) => w.key === key);
+  fillSelect($('[data-testid="delivery-event"]'), (hook ? hook.events : []).map((e) => [e, e]), true);
+  quietly(loadSample());
+}
+
+async function loadSample() {
+  const event = $('[data-testid="delivery-event"]').value;
+  if (!event) return;
+  const sample = await request('GET', `deliveries/sample?event=${encodeURIComponent(event)}`);
+  $('[data-testid="delivery-body"]').value = sample.body;
+}
+
+async function deliver() {
+  const item = await request('POST', 'deliveries', {
+    organization: $('[data-testid="delivery-org"]').value,
+    module: $('[data-testid="delivery-module"]').value,
+    event: $('[data-testid="delivery-event"]').value,
+    body: $('[data-testid="delivery-body"]').value,
+  });
+  addCall(item);
+  await select(item.id);
+}
+
+function cell(v) {
+  if (v === undefined || v === null) return '';
+  return typeof v === 'object' ? JSON.stringify(v) : String(v);
+}
+
+function renderStrings(strs) {
+  state.strings = strs;
+  const rows = strs.map((s) => el('tr', { 'data-testid': 'string', 'data-identifier': cell(s.identifier) },
+    el('td', { text: cell(s.identifier) }), el('td', { text: cell(s.text) }), el('td', { text: cell(s.context) }),
+    el('td', { text: cell(s.maxLength) }),
+    el('td', { text: s.text && typeof s.text === 'object' ? Object.keys(s.text).join(', ') : (s.hasPlurals ? 'yes' : '') }),
+    el('td', { text: cell(s.customData) })));
+  $('[data-testid="strings"] tbody').replaceChildren(...rows);
+  const ready = state.upload !== null;
+  for (const b of $$('[data-action="build"], [data-action="build-pseudo"], [data-action="pre-export"]')) b.disabled = !ready;
+}
+
+async function uploadFile() {
+  const input = $('[data-testid="file-upload"]');
+  const file = input.files[0];
+  if (!file) return;
+  const params = new URLSearchParams({ name: file.name });
+  const module = $('[data-testid="file-module"]').value;
+  if (module) params.set('module', module);
+  const org = $('[data-testid="file-org"]').value;
+  if (org) params.set('organization', org);
+  const status = $('[data-testid="file-status"]');
+  status.textContent = `parsing ${file.name}…`;
+  const answer = await request('POST', `files?${params}`, undefined, file);
+  fileAnswer(answer);
+}
+
+function fileAnswer(answer) {
+  state.upload = answer.upload;
+  if (answer.call) addCall(answer.call);
+  $('[data-testid="file-module"]').value = answer.module;
+  const matches = answer.matches.length ? `signaturePatterns match: ${answer.matches.join(', ')}` : 'no module\'s signaturePatterns match';
+  const status = $('[data-testid="file-status"]');
+  status.replaceChildren(el('span', { 'data-testid': 'file-matches', text: matches }),
+    `. parse-file by ${answer.module} for ${answer.organization}: ${answer.strings.length} strings`,
+    answer.error ? el('span', { class: 'warn', text: ` — ${answer.error}` }) : '');
+  renderStrings(answer.strings);
+  $('[data-testid="build-result"]').hidden = true;
+  $('[data-testid="preexport-result"]').hidden = true;
+}
+
+async function build(pseudo) {
+  const result = $('[data-testid="build-result"]');
+  const answer = await request('POST', `files/${state.upload.id}/build`, {
+    module: $('[data-testid="file-module"]').value,
+    organization: $('[data-testid="file-org"]').value,
+    pseudo,
+  });
+  if (answer.call) addCall(answer.call);
+  result.replaceChildren();
+  result.hidden = false;
+  result.removeAttribute('data-identical');
+  if (answer.error) {
+    result.append(el('p', { class: 'warn', text: `build-file failed: ${answer.error}` }));
+    return;
+  }
+  const link = el('a', { href: answer.build.download, download: answer.build.name, 'data-testid': 'build-download',
+    text: `download ${answer.build.name} (${answer.build.size} bytes)` });
+  if (answer.identical === null) {
+    result.append(el('p', { text: 'Pseudo-translated build: ' }, link));
+    return;
+  }
+  result.dataset.identical = String(answer.identical);
+  if (answer.identical) {
+    result.append(el('p', { class: 'ok', text: 'Identical: the build of the unchanged strings has the bytes of the upload. ' }, link));
+  } else {
+    const d = answer.difference;
+    result.append(el('p', { class: 'warn', text: `Differs from the upload first at byte ${d.offset} (line ${d.line}, column ${d.column}). ` }, link),
+      el('div', { class: 'diff' }, el('h4', { text: 'upload' }), el('pre', { text: d.expected }),
+        el('h4', { text: 'build' }), el('pre', { text: d.got })));
+  }
+}
+
+async function preExport() {
+  const result = $('[data-testid="preexport-result"]');
+  const answer = await request('POST', `files/${state.upload.id}/pre-export`, {
+    module: $('[data-testid="preexport-module"]').value,
+    organization: $('[data-testid="file-org"]').value,
+  });
+  if (answer.call) addCall(answer.call);
+  result.hidden = false;
+  if (answer.error) {
+    result.replaceChildren(el('p', { class: 'warn', text: `file-pre-export failed: ${answer.error}` }));
+    return;
+  }
+  const rows = answer.changed.map((c) => el('tr', { 'data-testid': 'changed-string' },
+    el('td', { text: c.identifier }), el('td', { text: cell(c.before && c.before.text) }), el('td', { text: cell(c.after && c.after.text) })));
+  result.replaceChildren(el('p', { text: `${answer.changed.length} of ${answer.strings.length} strings changed` }),
+    rows.length ? el('table', {}, el('thead', {}, el('tr', {}, el('th', { text: 'identifier' }), el('th', { text: 'text before' }), el('th', { text: 'text after' }))),
+      el('tbody', {}, ...rows)) : null);
+}
+
+// --- faults
+
+function faultOf(which) {
+  const mode = $(`[data-testid="fault-${which}"]`).value;
+  const seconds = Number($(`[data-testid="fault-${which}-seconds"]`).value) || 5;
+  if (mode === '') return null;
+  if (mode === '500') return { status: 500 };
+  if (mode === 'slow') return { delay: `${seconds}s` };
+  return { outage: true };
+}
+
+function showFaults(f) {
+  const text = (name, x) => {
+    if (!x) return `${name}: normal`;
+    if (x.outage) return `${name}: outage`;
+    return `${name}: ${[x.delay ? `slow ${x.delay}` : '', x.status ? `answers ${x.status}` : ''].filter(Boolean).join(', ')}`;
+  };
+  $('[data-testid="faults-now"]').textContent = `${text('token endpoint', f.token)}; ${text('subscription query', f.subscription)}`;
+  for (const which of ['token', 'subscription']) {
+    const x = f[which];
+    const sel = $(`[data-testid="fault-${which}"]`);
+    sel.value = !x ? '' : x.outage ? 'outage' : x.status ? '500' : 'slow';
+    if (x && x.delay) $(`[data-testid="fault-${which}-seconds"]`).value = parseInt(x.delay, 10);
+  }
+}
+
+// --- live
+
+function connect() {
+  const source = new EventSource(`${api}events`);
+  source.addEventListener('ready', () => {
+    document.body.dataset.live = 'true';
+    $('.live-text').textContent = 'live';
+    // Whatever came while the stream was down.
+    quietly(loadCallsAfter(state.maxID));
+  });
+  source.addEventListener('call', (ev) => addCall(JSON.parse(ev.data)));
+  source.addEventListener('error', () => {
+    document.body.dataset.live = 'false';
+    $('.live-text').textContent = 'reconnecting…';
+  });
+}
+
+// --- wiring
+
+function on(sel, type, fn) {
+  document.addEventListener(type, (ev) => {
+    const target = ev.target.closest(sel);
+    if (target) fn(ev, target);
+  });
+}
+
+function wire() {
+  on('[data-testid="org"] [data-action]', 'click', (ev, b) => {
+    const card = b.closest('[data-testid="org"]');
+    if (b.dataset.action === 'reveal') quietly(reveal(card));
+    else quietly(orgAction(card.dataset.domain, b.dataset.action));
+  });
+  on('[data-testid="add-org"]', 'submit', (ev, form) => {
+    ev.preventDefault();
+    quietly(request('POST', 'organizations', { domain: form.domain.value.trim(), subscription: form.subscription.value })
+      .then(() => { form.domain.value = ''; return loadOrgs(); }));
+  });
+  on('[data-testid="call"]', 'click', (ev, row) => quietly(select(Number(row.dataset.id))));
+  on('[data-testid="call"]', 'keydown', (ev, row) => {
+    if (ev.key === 'Enter') quietly(select(Number(row.dataset.id)));
+  });
+  on('[data-testid="call-detail"] [data-action]', 'click', (ev, b) => quietly(callAction(b.dataset.action)));
+  on('.filters select', 'change', applyFilters);
+  on('[data-testid="delivery-module"]', 'change', fillEvents);
+  on('[data-testid="delivery-event"]', 'change', () => quietly(loadSample()));
+  on('[data-testid="delivery-org"]', 'change', () => { state.deliveryOrgChosen = true; });
+  on('[data-testid="delivery-form"]', 'submit', (ev) => {
+    ev.preventDefault();
+    quietly(deliver());
+  });
+  on('[data-testid="file-form"]', 'submit', (ev) => ev.preventDefault());
+  on('[data-testid="file-upload"]', 'change', () => quietly(uploadFile()));
+  on('[data-testid="file-org"]', 'change', () => { state.fileOrgChosen = true; });
+  on('[data-action="build"]', 'click', () => quietly(build(false)));
+  on('[data-action="build-pseudo"]', 'click', () => quietly(build(true)));
+  on('[data-action="pre-export"]', 'click', () => quietly(preExport()));
+  on('[data-testid="faults"]', 'submit', (ev) => {
+    ev.preventDefault();
+    quietly(request('PUT', 'faults', { token: faultOf('token'), subscription: faultOf('subscription') }).then(showFaults));
+  });
+}
+
+async function start() {
+  fillSelect($('[data-testid="filter-kind"]'), kinds.map((k) => [k, k]), false, ['', 'all']);
+  wire();
+  connect();
+  await Promise.all([loadOrgs(), loadApp(), request('GET', 'faults').then(showFaults)]);
+  document.body.dataset.ready = 'true';
+}
+
+quietly(start());
