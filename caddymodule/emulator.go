@@ -78,6 +78,9 @@ type ServiceEmulator struct {
 type emulatorHosts struct {
 	once  sync.Once
 	hosts []string
+	// done is closed when this config's emulator is cleaned up: the
+	// console's event streams end, and pages reconnect to the next.
+	done chan struct{}
 }
 
 // EmulatorConsole configures the emulator's console: a page and a JSON
@@ -189,7 +192,7 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("service_emulator: %w", err)
 	}
-	m.server, m.key, m.site = pooled.(pooledEmulator).Server, key, &emulatorHosts{}
+	m.server, m.key, m.site = pooled.(pooledEmulator).Server, key, &emulatorHosts{done: make(chan struct{})}
 	ctx.Logger().Warn("service_emulator is a development stand-in for the service: never use it in production",
 		zap.String("client_id", cfg.ClientID),
 		zap.Strings("redirect_uris", cfg.RedirectURIs),
@@ -199,6 +202,9 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 
 // Cleanup releases this config's use of the pooled emulator.
 func (m *ServiceEmulator) Cleanup() error {
+	if m.site != nil {
+		close(m.site.done)
+	}
 	if m.key != "" {
 		_, _ = emulators.Delete(m.key)
 	}
@@ -210,7 +216,7 @@ func (m *ServiceEmulator) Cleanup() error {
 // the console.
 func (m *ServiceEmulator) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if strings.HasPrefix(r.URL.Path, "/emulator/") {
-		r = r.WithContext(emulator.WithSiteHosts(r.Context(), m.siteHosts(r)))
+		r = r.WithContext(emulator.WithStreamsEnd(emulator.WithSiteHosts(r.Context(), m.siteHosts(r)), m.site.done))
 	}
 	if m.server.Handle(w, r) {
 		return nil

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/servicegate/servicegate/emulator"
@@ -70,9 +72,11 @@ func (a *consoleApp) sawHeader(name string) bool {
 }
 
 // consoleSites are the emulator (for any host but localhost: 127.0.0.1)
-// and the gateway of the app (at localhost) in one Caddy, as the demo runs them; extra goes into the
-// emulator's block.
-func consoleSites(t *testing.T, app string, extra string) string {
+// and the gateway of the app (at localhost) in one Caddy, as the demo
+// runs them; console is the emulator's console directive, by default one
+// of its own so that each test has an emulator of its own (the emulator
+// is kept across loads of the same configuration).
+func consoleSites(t *testing.T, app string, console string) string {
 	t.Helper()
 	desc := filepath.Join(t.TempDir(), "app.json")
 	if err := os.WriteFile(desc, []byte(consoleDescriptor), 0o600); err != nil {
@@ -96,7 +100,7 @@ http://:{port} {
 			id 3
 			unpaid http://127.0.0.1:{port}/checkout
 		}
-` + extra + `
+` + cmp.Or(console, uniqueConsole()) + `
 	}
 }
 
@@ -113,6 +117,14 @@ http://localhost:{port} {
 	reverse_proxy ` + strings.TrimPrefix(app, "http://") + `
 }
 `
+}
+
+// consoleConfigs numbers the emulators of consoleSites.
+var consoleConfigs atomic.Int32
+
+// uniqueConsole is a console directive no other test uses.
+func uniqueConsole() string {
+	return "\t\tconsole {\n\t\t\tkeep " + strconv.Itoa(int(consoleConfigs.Add(1))+1000) + "\n\t\t}"
 }
 
 // emulatorAPI is the address of a path of the emulator's API in the test

@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 		caddycmd.Main()
 		return
 	}
-	// The tests' Caddy keeps its data in a directory of this run's own.
-	testdirs.Run(m, "servicegate-test-")
+	// The tests' Caddy keeps its data in a directory of this run's own;
+	// the browser tests' Chromium is stopped at the end.
+	testdirs.Run(m, "servicegate-test-", stopChromium)
 }

@@ -176,6 +176,15 @@ func ownHost(r *http.Request, siteHosts func(*http.Request) []string) bool {
 
 type siteHostsKey struct{}
 
+type streamsEndKey struct{}
+
+// WithStreamsEnd returns ctx whose event streams end when done is closed:
+// a server that stops serving (a Caddy config replaced by another) ends
+// them, and the pages reconnect to what serves now, missing nothing.
+func WithStreamsEnd(ctx context.Context, done <-chan struct{}) context.Context {
+	return context.WithValue(ctx, streamsEndKey{}, done)
+}
+
 // WithSiteHosts returns ctx naming the host names of the site the
 // emulator serves (as ConsoleConfig.SiteHosts does), for a server whose
 // site is known per request.

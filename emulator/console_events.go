@@ -39,6 +39,7 @@ func (c *console) serveEvents(w http.ResponseWriter, r *http.Request) error {
 	out.WriteString("retry: 1000\n\nevent: ready\ndata: {}\n\n")
 	keepalive := time.NewTicker(c.keepalive)
 	defer keepalive.Stop()
+	end, _ := r.Context().Value(streamsEndKey{}).(<-chan struct{})
 	for {
 		for _, e := range pending {
 			data, _ := json.Marshal(itemOf(e))
@@ -52,6 +53,8 @@ func (c *console) serveEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		select {
 		case <-r.Context().Done():
+			return nil
+		case <-end:
 			return nil
 		case <-keepalive.C:
 			out.WriteString(": keepalive\n\n")

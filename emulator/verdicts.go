@@ -124,13 +124,18 @@ func (c *GatewayCall) Refused(reason string) {
 
 // Passed records that the gateway passed the call on to the app with the
 // header before, as it came in, changed into after: the names of the
-// headers added or changed are kept, never their values.
+// headers added or changed are kept, never their values (nor the body's
+// length).
 func (c *GatewayCall) Passed(before, after http.Header) {
 	if c == nil {
 		return
 	}
 	var added []string
 	for name, values := range after {
+		// The body's framing follows the body, which the gateway may write.
+		if name == "Content-Length" || name == "Transfer-Encoding" {
+			continue
+		}
 		if !slices.Equal(before[name], values) {
 			added = append(added, name)
 		}

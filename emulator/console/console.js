@@ -173,6 +173,17 @@ function verdictText(g) {
   return '—';
 }
 
+// shortURL is an address without its origin, which is the app's (or the
+// emulator's) for every call.
+function shortURL(raw) {
+  try {
+    const u = new URL(raw);
+    return u.pathname + u.search;
+  } catch {
+    return raw;
+  }
+}
+
 function callRow(c) {
   const time = new Date(c.time);
   return el('tr', { 'data-testid': 'call', 'data-id': c.id, 'data-kind': c.kind, 'data-status': c.status,
@@ -181,7 +192,7 @@ function callRow(c) {
   el('td', { class: 'kind', text: c.kind + (c.replay_of ? ` ↻${c.replay_of}` : '') + (c.tamper ? ` (${c.tamper})` : '') }),
   el('td', { text: c.organization }),
   el('td', { text: c.method }),
-  el('td', { class: 'url', title: c.url, text: c.url }),
+  el('td', { class: 'url', title: c.url, text: shortURL(c.url) }),
   el('td', { class: `status s${statusClass(c.status)}`, text: c.status || 'none' }),
   el('td', { class: 'num', text: c.duration_ms.toFixed(1) }),
   el('td', { class: `verdict v-${c.gateway.outcome}`, title: verdictText(c.gateway), text: verdictText(c.gateway) }));
@@ -482,6 +493,7 @@ function connect() {
   const source = new EventSource(`${api}events`);
   source.addEventListener('ready', () => {
     document.body.dataset.live = 'true';
+    document.body.dataset.connections = String(Number(document.body.dataset.connections || 0) + 1);
     $('.live-text').textContent = 'live';
     // Whatever came while the stream was down.
     quietly(loadCallsAfter(state.maxID));

@@ -11,9 +11,10 @@ import (
 )
 
 // Run points XDG_DATA_HOME and XDG_CONFIG_HOME at a new temporary
-// directory named after prefix, runs the tests, removes the directory and
+// directory named after prefix, runs the tests, calls after (what the
+// tests leave running, such as a browser), removes the directory and
 // exits with the tests' code. A package's TestMain calls it last.
-func Run(m *testing.M, prefix string) {
+func Run(m *testing.M, prefix string, after ...func()) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -22,6 +23,9 @@ func Run(m *testing.M, prefix string) {
 	os.Setenv("XDG_DATA_HOME", dir)
 	os.Setenv("XDG_CONFIG_HOME", dir)
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
