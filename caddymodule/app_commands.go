@@ -16,7 +16,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "service-app",
-		Usage: "check <descriptor> | send --descriptor <descriptor> --app <url> [options] | install|uninstall|paid|deliver --app <url> [--org <domain>]",
+		Usage: "check <descriptor> | send --descriptor <descriptor> --app <url> [options] | install|uninstall|paid|deliver --app <url> [--org <domain>] [options]",
 		Short: "Checks an app descriptor, and calls an app's modules the way the service does",
 		Long: `
 check <descriptor>
@@ -28,21 +28,27 @@ check <descriptor>
   not compile or cost too much. Lists the modules, those of kinds that are
   only routed behind the token (pages) too. Exit code 1 on a defect.
 
-send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs]
-  Installs the app in the emulated service from its descriptor and calls
-  every declared module at --app (the gateway in front of the app): one
-  signed bulk delivery of the declared events to each webhook url with its
-  module key, and for a source file (--file) a parse-file job, a build-file
-  job with the parsed strings, and a file-pre-export job to each file
-  module. Prints one line per call, then how many were answered 2xx, as
-  plain text on stdout; the exit code is non-zero when a call was not.
+send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs] [--emulator <url>]
+  Asks the emulated service (a site with service_emulator, whose console
+  then shows the calls) to call every declared module at --app (the
+  gateway in front of the app), as the service does: one signed bulk
+  delivery of the declared events to each webhook url with its module
+  key (signed with the organization's installation secret when it has
+  one, else with --secret), and for a source file (--file) a parse-file
+  job, a build-file job with the parsed strings, and a file-pre-export
+  job to each file module. Prints one line per call, then how many were
+  answered 2xx, as plain text on stdout; the exit code is non-zero when a
+  call was not.
 
 install|uninstall|paid|deliver --app <url> [--org <domain>] [--emulator <url>]
   Asks the emulated service (a site with service_emulator) to install the
   app for an organization (a fresh app secret, the installed call to the
   descriptor's events.installed path at --app), to uninstall it, to send
   subscription_paid, or to send the descriptor's webhook events signed
-  with the organization's installation secret.
+  with the organization's installation secret (the last one it had once
+  uninstalled). deliver takes --event (one event instead of those
+  declared), --body (a file's bytes as the body) and --tamper (unsigned,
+  wrong_secret, other_org, or body: one letter changed after signing).
 
 This is a development tool.
 `,
@@ -85,12 +91,13 @@ func serviceAppSendFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("service-app send", pflag.ContinueOnError)
 	fs.String("descriptor", "", "The app descriptor: a file or an address (required)")
 	fs.String("app", "", "The app's base address as the service reaches it, e.g. http://localhost:8080 (required)")
-	fs.String("secret", cli.DemoAppSecret, "The app secret that signs deliveries")
+	fs.String("secret", cli.DemoAppSecret, "The app secret that signs deliveries when the organization has no installation in the emulator")
 	fs.String("secret-env", "", "Read the app secret from this environment variable")
 	fs.String("domain", cli.DemoDomain, "The organization's domain")
 	fs.Int64("organization-id", 1, "The organization's id")
 	fs.String("file", "", "A source file for the file jobs; without it only events are sent")
 	fs.String("only", "", "Send only events, or only jobs")
+	fs.String("emulator", cli.DemoEmulator, "The emulated service's address (a site with service_emulator): the calls go through it")
 	fs.String("timeout", "2m", "How long to wait for each answer")
 	return fs
 }
@@ -118,7 +125,7 @@ func runServiceAppSend(fl caddycmd.Flags, stdout io.Writer) (int, error) {
 		return caddy.ExitCodeFailedStartup, err
 	}
 	return exitCode(cli.SendToApp(cli.SendOptions{
-		Descriptor: source, App: app, Secret: secret,
+		Descriptor: source, App: app, Emulator: fl.String("emulator"), Secret: secret,
 		Domain: fl.String("domain"), OrganizationID: orgID,
 		File: fl.String("file"), Only: fl.String("only"), Timeout: timeout,
 	}, stdout))

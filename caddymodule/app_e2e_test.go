@@ -297,7 +297,8 @@ func TestServiceAppE2E(t *testing.T) {
 		}
 		reached := app.reached("/webhooks")
 		var out bytes.Buffer
-		fl := parsedFlags(t, serviceAppSendFlags(), "--descriptor", app.URL+"/manifest.json", "--app", e2eBase(), "--file", src)
+		fl := parsedFlags(t, serviceAppSendFlags(), "--descriptor", app.URL+"/manifest.json", "--app", e2eBase(), "--file", src,
+			"--emulator", "http://127.0.0.1:"+strconv.Itoa(e2eHTTPPort))
 		code, err := runServiceAppSend(fl, &out)
 		// The buggy module's answer breaks the contract: one call of five fails (its build-file job is not sent).
 		if code == 0 || err != nil || !strings.HasSuffix(out.String(), "\n1 of 5 calls were not answered 2xx\n") {

@@ -30,7 +30,11 @@ func installationCommands() []*cobra.Command {
 		{"install", emulator.EventInstalled}, {"uninstall", emulator.EventUninstall},
 		{"paid", emulator.EventSubscriptionPaid}, {"deliver", cli.Delivery},
 	} {
-		cmd := &cobra.Command{Use: c.use + " --app <url> [--org <domain>]", Short: short[c.event], Args: cobra.NoArgs}
+		use := c.use + " --app <url> [--org <domain>]"
+		if c.use == "deliver" {
+			use += " [--event <event>] [--body <file>] [--tamper unsigned|wrong_secret|other_org|body]"
+		}
+		cmd := &cobra.Command{Use: use, Short: short[c.event], Args: cobra.NoArgs}
 		cmd.Flags().AddFlagSet(serviceAppLifecycleFlags(c.use))
 		event := c.event
 		cmd.RunE = plainCommand(func(fl caddycmd.Flags, stdout io.Writer) (int, error) {
@@ -48,6 +52,11 @@ func serviceAppLifecycleFlags(name string) *pflag.FlagSet {
 	fs.String("emulator", cli.DemoEmulator, "The emulated service's address (a site with service_emulator)")
 	fs.String("descriptor", "", "The app descriptor, for the event paths and webhook modules; default: <app>/manifest.json")
 	fs.String("timeout", "30s", "How long to wait for the answer")
+	if name == "deliver" {
+		fs.String("event", "", "Deliver this event instead of the webhook module's declared events")
+		fs.String("body", "", "Send the bytes of this file as the delivery's body")
+		fs.String("tamper", "", "Tamper with the delivery: unsigned, wrong_secret, other_org, or body (one letter changed after signing)")
+	}
 	return fs
 }
 
@@ -62,8 +71,12 @@ func runServiceAppLifecycle(fl caddycmd.Flags, event string, stdout io.Writer) (
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	return exitCode(true, cli.CallLifecycle(cli.LifecycleOptions{
+	o := cli.LifecycleOptions{
 		Event: event, App: app, Organization: fl.String("org"), Emulator: fl.String("emulator"),
 		Descriptor: cmp.Or(fl.String("descriptor"), app+appDefaultDescriptorPath), Timeout: timeout,
-	}, stdout))
+	}
+	if event == cli.Delivery {
+		o.DeliverEvent, o.BodyFile, o.Tamper = fl.String("event"), fl.String("body"), fl.String("tamper")
+	}
+	return exitCode(true, cli.CallLifecycle(o, stdout))
 }

@@ -310,3 +310,87 @@ func TestEmulatorConsoleOff(t *testing.T) {
 		t.Fatalf("the API of a console turned off: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// TestServiceAppCommandsShowInTheConsole: caddy service-app install,
+// deliver (with --event, --body and --tamper), paid and send go through
+// the emulator, and its console shows each call with the gateway's
+// verdict.
+func TestServiceAppCommandsShowInTheConsole(t *testing.T) {
+	app := newConsoleApp(t)
+	sites := consoleSites(t, app.URL, "")
+	startCaddy(t, sites)
+	desc := strings.Fields(sites[strings.Index(sites, "descriptor "):])[1]
+	emu := "http://127.0.0.1:" + strconv.Itoa(e2eHTTPPort)
+	run := func(cmd, event string, wantOK bool, args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		fl := parsedFlags(t, serviceAppLifecycleFlags(cmd), append([]string{"--app", e2eBase(), "--emulator", emu, "--descriptor", desc}, args...)...)
+		code, err := runServiceAppLifecycle(fl, event, &out)
+		if (err == nil) != wantOK || (code == 0) != wantOK {
+			t.Fatalf("caddy service-app %s %v: %d %v\n%s", cmd, args, code, err, out.String())
+		}
+		return out.String()
+	}
+	last := func() consoleItem {
+		t.Helper()
+		var list []consoleItem
+		consoleCall(t, "GET", "calls?organization=acme.example", "", &list)
+		return list[0]
+	}
+	run("install", emulator.EventInstalled, true)
+	if c := last(); c.Kind != "installed" || c.Gateway.Outcome != "accepted" {
+		t.Fatalf("install: %+v", c)
+	}
+	run("deliver", "delivery", true, "--event", "project.approved")
+	var detail struct {
+		Request struct {
+			Body string `json:"body"`
+		} `json:"request"`
+	}
+	c := last()
+	consoleCall(t, "GET", "calls/"+strconv.FormatInt(c.ID, 10), "", &detail)
+	if c.Kind != "delivery" || c.Status != 200 || !strings.Contains(detail.Request.Body, `"event": "project.approved"`) ||
+		strings.Contains(detail.Request.Body, "project.translated") {
+		t.Fatalf("deliver --event: %+v %s", c, detail.Request.Body)
+	}
+	body := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(body, []byte(`{"events":[{"event":"project.translated","note":"by hand"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run("deliver", "delivery", true, "--body", body)
+	c = last()
+	consoleCall(t, "GET", "calls/"+strconv.FormatInt(c.ID, 10), "", &detail)
+	if c.Status != 200 || !strings.Contains(detail.Request.Body, "by hand") {
+		t.Fatalf("deliver --body: %+v %s", c, detail.Request.Body)
+	}
+	out := run("deliver", "delivery", false, "--tamper", "unsigned")
+	if c = last(); c.Status != 401 || c.Gateway.Reason != "The delivery is not signed: its X-Service-Signature header is missing." ||
+		!strings.Contains(out, "401") {
+		t.Fatalf("deliver --tamper unsigned: %+v\n%s", c, out)
+	}
+	var errOut bytes.Buffer
+	fl := parsedFlags(t, serviceAppLifecycleFlags("deliver"), "--app", e2eBase(), "--emulator", emu, "--descriptor", desc, "--tamper", "flip")
+	if _, err := runServiceAppLifecycle(fl, "delivery", &errOut); err == nil || !strings.Contains(err.Error(), "tamper must be") {
+		t.Fatalf("deliver --tamper flip: %v", err)
+	}
+
+	// send: signed with the installation's secret, not the demo one.
+	src := filepath.Join(t.TempDir(), "a.kv")
+	if err := os.WriteFile(src, []byte("greeting = Hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sendOut bytes.Buffer
+	code, err := runServiceAppSend(parsedFlags(t, serviceAppSendFlags(), "--descriptor", desc, "--app", e2eBase(), "--emulator", emu, "--file", src), &sendOut)
+	if code != 0 || err != nil || !strings.HasSuffix(sendOut.String(), "all 4 calls were answered 2xx\n") {
+		t.Fatalf("send: %d %v\n%s", code, err, sendOut.String())
+	}
+	var list []consoleItem
+	consoleCall(t, "GET", "calls?organization=acme.example", "", &list)
+	kinds := map[string]bool{}
+	for _, c := range list[:4] {
+		kinds[c.Kind] = c.Gateway.Outcome == "accepted"
+	}
+	if !kinds["delivery"] || !kinds["parse-file"] || !kinds["build-file"] || !kinds["file-pre-export"] {
+		t.Fatalf("send's calls in the console: %+v", list[:4])
+	}
+}

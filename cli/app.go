@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +64,12 @@ type SendOptions struct {
 	Descriptor string
 	// App is the app's base address as the service reaches it.
 	App string
-	// Secret is the app secret that signs deliveries.
+	// Emulator is the emulated service's address: the calls go through
+	// it, so that its console shows them.
+	Emulator string
+	// Secret is the app secret that signs deliveries when the
+	// organization has no installation in the emulator; an
+	// installation's own secret signs them otherwise.
 	Secret string
 	// Domain and OrganizationID name the organization.
 	Domain         string
@@ -76,40 +83,53 @@ type SendOptions struct {
 	Timeout time.Duration
 }
 
-// SendToApp calls every module the descriptor declares at the app, as the
-// service does, and prints one line per call, then how many were answered
-// 2xx. all2xx is false when a call was not; err is set when no call could
-// be made.
+// SendToApp asks the emulator to call every module the descriptor
+// declares at the app, as the service does, and prints one line per
+// call, then how many were answered 2xx. all2xx is false when a call was
+// not; err is set when no call could be made.
 func SendToApp(o SendOptions, out io.Writer) (all2xx bool, err error) {
 	if o.Only != "" && o.Only != "events" && o.Only != "jobs" {
 		return false, fmt.Errorf("--only takes events or jobs, not %q", o.Only)
 	}
-	d, err := LoadDescriptor(o.Descriptor)
+	loaded, err := (&descriptor.Loader{}).Load(context.Background(), o.Descriptor)
 	if err != nil {
 		return false, err
 	}
-	challenges := newTokenChallenges()
-	in := &emulator.Installation{
-		Descriptor: d, AppURL: o.App, AppSecret: o.Secret,
-		OrganizationID: o.OrganizationID, Domain: o.Domain,
-		Client: &http.Client{Timeout: o.Timeout, Transport: challenges},
+	d := loaded.Descriptor
+	req := emulator.SendRequest{Descriptor: loaded.Data, Source: o.Descriptor, App: o.App, Organization: o.Domain,
+		OrganizationID: o.OrganizationID, Secret: o.Secret, Only: o.Only, Timeout: o.Timeout.String()}
+	if o.File == "" && o.Only == "jobs" {
+		return false, errors.New("--only jobs needs --file, the source file of the jobs")
 	}
-	calls, err := o.calls(context.Background(), in)
-	if err != nil {
+	if o.File != "" && o.Only != "events" {
+		content, err := os.ReadFile(o.File)
+		if err != nil {
+			return false, fmt.Errorf("reading the source file: %w", err)
+		}
+		req.File = &emulator.SendFile{Name: filepath.Base(o.File), Content: content}
+	}
+	events := o.Only != "jobs" && len(d.Webhooks) > 0
+	jobs := req.File != nil && len(d.FileFormats)+len(d.PreExports) > 0
+	if !events && !jobs {
+		return false, errors.New("the descriptor declares no module to call")
+	}
+	var answer emulator.SendAnswer
+	calls := len(d.Webhooks) + 2*len(d.FileFormats) + len(d.PreExports)
+	if err := askEmulator(o.Emulator, emulator.APIPrefix+"send", req, time.Duration(calls+1)*o.Timeout, &answer); err != nil {
 		return false, err
 	}
 	failed, hint := 0, ""
-	for _, c := range calls {
-		if c.Kind == descriptor.KindWebhook && hint == "" {
-			hint = demoSecretHint(c.Status, o.Secret, challenges.asked(c.URL))
+	for _, c := range answer.Calls {
+		if c.Kind == descriptor.KindWebhook && hint == "" && !answer.Installed {
+			hint = demoSecretHint(c.Status, o.Secret, c.TokenChallenge)
 		}
 		line := fmt.Sprintf("%-18s %-20s %-15s %s", c.Kind, c.Key, c.Job, c.URL)
-		if c.Err != nil {
-			fmt.Fprintf(out, "%s  no answer: %v\n", line, c.Err)
+		if c.Error != "" {
+			fmt.Fprintf(out, "%s  no answer: %s\n", line, c.Error)
 		} else {
-			fmt.Fprintf(out, "%s  %d %s\n", line, c.Status, answerSummary(c.Body))
+			fmt.Fprintf(out, "%s  %d %s\n", line, c.Status, answerSummary([]byte(c.Answer)))
 		}
-		if !c.OK() {
+		if c.Error != "" || c.Status < 200 || c.Status > 299 {
 			failed++
 		}
 	}
@@ -117,33 +137,39 @@ func SendToApp(o SendOptions, out io.Writer) (all2xx bool, err error) {
 		fmt.Fprintln(out, hint)
 	}
 	if failed > 0 {
-		fmt.Fprintf(out, "%d of %d calls were not answered 2xx\n", failed, len(calls))
+		fmt.Fprintf(out, "%d of %d calls were not answered 2xx\n", failed, len(answer.Calls))
 		return false, nil
 	}
-	fmt.Fprintf(out, "all %d calls were answered 2xx\n", len(calls))
+	fmt.Fprintf(out, "all %d calls were answered 2xx\n", len(answer.Calls))
 	return true, nil
 }
 
-// calls sends the events, then the jobs of File, as Only asks.
-func (o SendOptions) calls(ctx context.Context, in *emulator.Installation) ([]emulator.Call, error) {
-	var calls []emulator.Call
-	if o.Only != "jobs" {
-		calls = append(calls, in.SendEvents(ctx)...)
+// askEmulator POSTs req as JSON to path at the emulator and decodes its
+// answer into out; an answer other than 200 is an error with the
+// emulator's message.
+func askEmulator(address, path string, req any, timeout time.Duration, out any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
 	}
-	if o.Only != "events" {
-		if o.File == "" && o.Only == "jobs" {
-			return nil, errors.New("--only jobs needs --file, the source file of the jobs")
+	client := &http.Client{Timeout: timeout}
+	resp, err := client.Post(strings.TrimSuffix(address, "/")+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("asking the emulator at %s (the calls go through it; run a site with service_emulator, or name it with --emulator): %w", address, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode != http.StatusOK {
+		var msg struct {
+			Message string `json:"message"`
 		}
-		if o.File != "" {
-			content, err := os.ReadFile(o.File)
-			if err != nil {
-				return nil, fmt.Errorf("reading the source file: %w", err)
-			}
-			calls = append(calls, in.SendJobs(ctx, filepath.Base(o.File), content)...)
+		if json.Unmarshal(raw, &msg) == nil && msg.Message != "" {
+			return fmt.Errorf("the emulator answered %d: %s", resp.StatusCode, msg.Message)
 		}
+		return fmt.Errorf("the emulator answered %d: %s", resp.StatusCode, answerSummary(raw))
 	}
-	if len(calls) == 0 {
-		return nil, errors.New("the descriptor declares no module to call")
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("the emulator's answer could not be read: %w", err)
 	}
-	return calls, nil
+	return nil
 }

@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -35,17 +37,35 @@ type LifecycleOptions struct {
 	Descriptor string
 	// Timeout bounds the wait for each answer.
 	Timeout time.Duration
+
+	// A delivery's event (instead of the module's declared events), its
+	// body from a file (instead of the sample), and how to tamper with
+	// it: unsigned, wrong_secret, other_org, or body (one letter changed
+	// after signing).
+	DeliverEvent, BodyFile, Tamper string
 }
 
 // CallLifecycle asks the emulator to make the lifecycle call (or the
 // deliveries) to the app, and prints one line per call with how the app
 // answered; an error says what failed, a call not answered 2xx too.
 func CallLifecycle(o LifecycleOptions, out io.Writer) error {
+	if o.Event != Delivery && (o.DeliverEvent != "" || o.BodyFile != "" || o.Tamper != "") {
+		return errors.New("--event, --body and --tamper are for deliver")
+	}
 	d, err := LoadDescriptor(o.Descriptor)
 	if err != nil {
 		return err
 	}
-	reqs := o.requests(d)
+	var body *string
+	if o.BodyFile != "" {
+		raw, err := os.ReadFile(o.BodyFile)
+		if err != nil {
+			return fmt.Errorf("reading the body: %w", err)
+		}
+		b := string(raw)
+		body = &b
+	}
+	reqs := o.requests(d, body)
 	if len(reqs) == 0 {
 		return fmt.Errorf("%s declares no %s: nothing to call", o.Descriptor, map[bool]string{true: "webhook module", false: "events." + o.Event}[o.Event == Delivery])
 	}
@@ -61,6 +81,12 @@ func CallLifecycle(o LifecycleOptions, out io.Writer) error {
 		resp.Body.Close()
 		var answer emulator.LifecycleAnswer
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &answer) != nil {
+			var msg struct {
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(raw, &msg) == nil && msg.Message != "" {
+				return fmt.Errorf("the emulator answered %d: %s", resp.StatusCode, msg.Message)
+			}
 			return fmt.Errorf("the emulator answered %d: %s", resp.StatusCode, answerSummary(raw))
 		}
 		line := fmt.Sprintf("%-18s %-16s %s", o.Event, o.Organization, req.URL)
@@ -82,11 +108,16 @@ func CallLifecycle(o LifecycleOptions, out io.Writer) error {
 
 // requests are the calls the emulator is asked to make: one per webhook
 // module for Delivery, else the one to the event's declared path.
-func (o LifecycleOptions) requests(d *descriptor.Descriptor) []emulator.LifecycleRequest {
+func (o LifecycleOptions) requests(d *descriptor.Descriptor, body *string) []emulator.LifecycleRequest {
 	var reqs []emulator.LifecycleRequest
 	if o.Event == Delivery {
 		for _, w := range d.Webhooks {
-			reqs = append(reqs, emulator.LifecycleRequest{Event: o.Event, Organization: o.Organization, URL: o.App + w.URL, ModuleKey: w.Key, Events: w.Events})
+			events := w.Events
+			if o.DeliverEvent != "" {
+				events = []string{o.DeliverEvent}
+			}
+			reqs = append(reqs, emulator.LifecycleRequest{Event: o.Event, Organization: o.Organization, URL: o.App + w.URL,
+				ModuleKey: w.Key, Events: events, Body: body, Tamper: o.Tamper})
 		}
 		return reqs
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,7 +88,7 @@ func SendWebhook(o WebhookOptions, out io.Writer) (answered2xx bool, err error) 
 			return false, errors.New("--tamper needs a body to change")
 		}
 		d.Signature = emulator.SignDelivery(body, o.Secret)
-		d.Body = tamper(body)
+		d.Body = emulator.TamperBody(body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
@@ -188,20 +187,4 @@ func declaredWebhook(d *descriptor.Descriptor, source, key string, keyGiven bool
 		return descriptor.Webhook{}, fmt.Errorf("%s declares no webhook module %q; it declares %s", source, key, strings.Join(keys, ", "))
 	}
 	return descriptor.Webhook{}, fmt.Errorf("%s declares the webhook modules %s: choose one with --module-key", source, strings.Join(keys, ", "))
-}
-
-// tamper returns a copy of body with one byte changed: the last lowercase
-// letter becomes the next one, which keeps JSON valid (so the app refuses
-// the signature, not the syntax); without such a letter the last byte's
-// low bit flips.
-func tamper(body []byte) []byte {
-	out := bytes.Clone(body)
-	for i := len(out) - 1; i >= 0; i-- {
-		if c := out[i]; c >= 'a' && c <= 'z' {
-			out[i] = 'a' + (c-'a'+1)%26
-			return out
-		}
-	}
-	out[len(out)-1] ^= 1
-	return out
 }

@@ -1,10 +1,10 @@
 package emulator
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/servicegate/servicegate/descriptor"
 )
@@ -31,6 +31,9 @@ type SendRequest struct {
 	File *SendFile `json:"file"`
 	// Only is "events", "jobs", or "" for both.
 	Only string `json:"only"`
+	// Timeout bounds the wait for each answer, as Go writes durations
+	// ("2m"); default and at most the 2 minutes the service waits.
+	Timeout string `json:"timeout"`
 }
 
 // SendFile is the source file of SendRequest's jobs.
@@ -41,7 +44,10 @@ type SendFile struct {
 
 // SendAnswer is the answer to SendRequest: each call and its answer.
 type SendAnswer struct {
-	Calls []SentCall `json:"calls"`
+	// Installed says the deliveries were signed with the organization's
+	// installation secret, not the one the request gave.
+	Installed bool       `json:"installed"`
+	Calls     []SentCall `json:"calls"`
 }
 
 // SentCall is one call of SendAnswer.
@@ -77,19 +83,28 @@ func (c *console) sendAPI(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return failf(http.StatusBadRequest, "%v", err)
 	}
+	each := jobTimeout
+	if req.Timeout != "" {
+		t, err := time.ParseDuration(req.Timeout)
+		if err != nil || t <= 0 {
+			return failf(http.StatusBadRequest, "timeout must be a duration such as \"2m\".")
+		}
+		each = min(t, jobTimeout)
+	}
+	client := &http.Client{Transport: c.client.Transport, Timeout: each}
 	in := &Installation{Descriptor: d, AppURL: strings.TrimSuffix(req.App, "/"), Domain: req.Organization,
-		OrganizationID: req.OrganizationID, AppSecret: req.Secret, Client: c.client}
+		OrganizationID: req.OrganizationID, AppSecret: req.Secret, Client: client}
+	installed := false
 	if org, ok := c.s.organization(req.Organization); ok {
 		in.OrganizationID = org.ID
-		if _, secret, installed := c.s.installation(org.Domain); installed {
-			in.AppSecret = secret
+		if _, secret, ok := c.s.installation(org.Domain); ok {
+			in.AppSecret, installed = secret, true
 		}
 	}
 	if in.AppSecret == "" && req.Only != "jobs" && len(d.Webhooks) > 0 {
 		return failf(http.StatusBadRequest, "The app is not installed for %s and no secret was given to sign its deliveries with.", req.Organization)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), jobTimeout)
-	defer cancel()
+	ctx := r.Context()
 	var calls []Call
 	if req.Only != "jobs" {
 		calls = append(calls, in.SendEvents(ctx)...)
@@ -97,7 +112,7 @@ func (c *console) sendAPI(w http.ResponseWriter, r *http.Request) error {
 	if req.Only != "events" && req.File != nil {
 		calls = append(calls, in.SendJobs(ctx, req.File.Name, req.File.Content)...)
 	}
-	answer := SendAnswer{Calls: make([]SentCall, 0, len(calls))}
+	answer := SendAnswer{Installed: installed, Calls: make([]SentCall, 0, len(calls))}
 	for _, call := range calls {
 		sent := SentCall{ID: call.ID, Kind: call.Kind, Key: call.Key, Job: call.Job, URL: call.URL, Status: call.Status,
 			Answer: truncateAnswer(call.Body)}

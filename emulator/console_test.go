@@ -957,3 +957,20 @@ func TestConsoleSendThroughTheEmulator(t *testing.T) {
 		}
 	}
 }
+
+func TestTamperBodyKeepsJSONValid(t *testing.T) {
+	in := []byte(`{"events":[{"event":"project.translated","project":{"id":"1"},"targetLanguage":{"id":"uk"}}]}`)
+	out := TamperBody(in)
+	diff := 0
+	for i := range in {
+		if in[i] != out[i] {
+			diff++
+		}
+	}
+	if diff != 1 || !json.Valid(out) {
+		t.Fatalf("tampered %s: %d bytes differ", out, diff)
+	}
+	if got := TamperBody([]byte("{}")); string(got) != "{|" {
+		t.Fatalf("without letters: %q", got)
+	}
+}
