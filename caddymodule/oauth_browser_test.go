@@ -36,4 +36,3 @@ func TestServiceOAuthBrowserE2E(t *testing.T) {
 		t.Fatalf("scripts can read the session cookie: %q", cookies)
 	}
 }
-
