@@ -107,9 +107,11 @@ func TestConsoleBrowserInstall(t *testing.T) {
 	page.waitFor(t, "the installed call and the gateway's token grant, live",
 		sel(row("installed", "acme.example", `[data-status="200"][data-outcome="accepted"]`))+` !== null && `+
 			sel(row("token", "acme.example", `[data-status="200"]`))+` !== null`)
-	if got := page.eval(t, sel(`[data-testid="gateway-verdict"]`)+".textContent"); !strings.Contains(got, "X-Service-App-Token") {
-		t.Fatalf("the installed call's verdict: %q", got)
-	}
+	// The installed call is selected: its verdict names the header the
+	// gateway added for the app.
+	page.waitFor(t, "the installed call's verdict", sel(`[data-testid="call"][data-kind="installed"][data-selected="true"]`)+` !== null && `+
+		sel(`[data-testid="gateway-verdict"][data-outcome="accepted"]`)+` !== null && `+
+		sel(`[data-testid="gateway-verdict"]`)+`.textContent.includes('X-Service-App-Token')`)
 }
 
 func TestConsoleBrowserDelivery(t *testing.T) {
@@ -138,7 +140,7 @@ func TestConsoleBrowserTamperedResend(t *testing.T) {
 	var item consoleItem
 	consoleCall(t, "GET", "calls/"+strconv.FormatInt(id, 10), "", &item)
 	verdict := page.eval(t, sel(`[data-testid="call-detail"] [data-testid="gateway-verdict"]`)+".textContent")
-	if item.Gateway.Reason != "The signature of the delivery does not match its body." || !strings.Contains(verdict, item.Gateway.Reason) ||
+	if item.Gateway.Reason != "The signature of the delivery does not match its body." || verdict != item.Gateway.Reason ||
 		page.eval(t, sel(`[data-testid="gateway-verdict"]`)+".dataset.outcome") != "refused" {
 		t.Fatalf("the verdict shows %q for %+v", verdict, item.Gateway)
 	}

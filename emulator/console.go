@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -103,10 +102,6 @@ func newConsole(s *Server, cfg ConsoleConfig) (*console, error) {
 	c.client = &http.Client{Transport: &recorder{c: c, base: cfg.Transport}}
 	return c, nil
 }
-
-// published is called with each call added to the log; the event streams
-// read the log, so there is nothing more to do than to have added it.
-func (c *console) published(*callRecord) {}
 
 //go:embed console
 var consoleFiles embed.FS
@@ -318,6 +313,3 @@ func (s *Server) WriteIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	respond.WritePage(w, http.StatusOK, p)
 }
-
-// errNotFound says a path of the API does not exist.
-var errNotFound = errors.New("not found")

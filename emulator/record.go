@@ -116,7 +116,6 @@ func (t *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		meta.id.Store(t.c.log.add(e))
-		t.c.published(e)
 	}
 	resp, err := t.base.RoundTrip(out)
 	if err != nil {
@@ -211,7 +210,6 @@ func (s *Server) answered(w http.ResponseWriter, r *http.Request, kind string, s
 		}
 		e.verdict = Verdict{Outcome: OutcomeUnknown}
 		c.log.add(e)
-		c.published(e)
 	}()
 	serve(rw, r)
 }

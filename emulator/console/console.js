@@ -31,6 +31,7 @@ const state = {
   upload: null,
   strings: [],
   fileOrgChosen: false,
+  revealed: new Map(), // domain -> the secret revealed
 };
 
 // request calls the API and returns the decoded answer; a refusal shows
@@ -88,8 +89,11 @@ function renderOrgs() {
   const box = $('[data-testid="orgs"]');
   const cards = state.orgs.map((o) => {
     const installed = o.installation.state === 'installed';
-    const secret = el('code', { 'data-testid': 'secret', 'data-state': installed ? 'masked' : 'none',
-      text: installed ? o.secret : '—' });
+    // A secret revealed stays so while it is the installation's.
+    const shown = state.revealed.get(o.domain);
+    const revealed = installed && shown !== undefined && o.secret.endsWith(shown.slice(-4)) && o.secret.length <= shown.length + 4;
+    const secret = el('code', { 'data-testid': 'secret', 'data-state': !installed ? 'none' : revealed ? 'revealed' : 'masked',
+      text: !installed ? '—' : revealed ? shown : o.secret });
     const buttons = el('p', { class: 'buttons' },
       el('button', { type: 'button', 'data-action': 'install', text: 'Install', disabled: installed }),
       el('button', { type: 'button', 'data-action': 'uninstall', text: 'Uninstall', disabled: !installed }),
@@ -152,9 +156,8 @@ async function orgAction(domain, action) {
 async function reveal(card) {
   const domain = card.dataset.domain;
   const answer = await request('POST', `organizations/${encodeURIComponent(domain)}/secret`);
-  const code = $('[data-testid="secret"]', card);
-  code.textContent = answer.secret;
-  code.dataset.state = 'revealed';
+  state.revealed.set(domain, answer.secret);
+  renderOrgs();
 }
 
 // --- calls
@@ -261,17 +264,21 @@ async function select(id) {
   if (row) row.dataset.selected = 'true';
   const d = await request('GET', `calls/${id}`);
   if (state.selected !== id) return;
+  // The verdict element holds the gateway's reason as it is; its label
+  // is beside it.
   const g = d.gateway;
-  const verdict = el('p', { 'data-testid': 'gateway-verdict', 'data-outcome': g.outcome, class: `verdict v-${g.outcome}` });
+  const label = { refused: 'Refused: ', accepted: 'Accepted: ', unknown: 'Verdict: ' }[g.outcome] || '';
+  let text;
   if (g.outcome === 'refused') {
-    verdict.append(el('strong', { text: 'Refused: ' }), el('span', { 'data-testid': 'verdict-reason', text: g.reason }));
+    text = g.reason;
   } else if (g.outcome === 'accepted') {
-    verdict.append(el('strong', { text: 'Accepted' }),
-      g.added && g.added.length ? ` — the gateway added for the app: ${g.added.join(', ')}` : ' — passed on to the app');
+    text = g.added && g.added.length ? `passed on to the app; the gateway added ${g.added.join(', ')}` : 'passed on to the app';
   } else {
-    verdict.append(d.direction === 'answered' ? 'A call to the emulator (the gateway asking the service).' : 'The gateway said nothing about this call.');
+    text = d.direction === 'answered' ? 'none: a call to the emulator (the gateway asking the service)' : 'the gateway said nothing about this call';
   }
-  if (g.from === 'answer') verdict.append(el('span', { class: 'muted', text: ' (read from the answer\'s error.message)' }));
+  const verdict = el('p', { class: `verdict v-${g.outcome}` }, el('strong', { text: label }),
+    el('span', { 'data-testid': 'gateway-verdict', 'data-outcome': g.outcome, text }),
+    g.from === 'answer' ? el('span', { class: 'muted', text: ' (read from the answer\'s error.message)' }) : null);
   const section = el('section', { class: 'detail', 'data-testid': 'call-detail', 'data-id': d.id, 'data-org': d.organization, 'aria-label': 'the selected call' },
     el('h2', { text: `#${d.id} ${d.kind} ${d.organization}` }),
     el('p', { class: 'line' }, el('code', { text: `${d.method} ${d.url}` }), ` → ${d.status || 'no answer'} in ${d.duration_ms.toFixed(1)} ms`),
