@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/servicegate/servicegate/emulator"
 )
 
 // runCommand runs "caddy <args…>" in a child process, the test binary
@@ -46,6 +48,13 @@ func TestCommandsWritePlainText(t *testing.T) {
 	if err := os.WriteFile(desc, []byte(`{"modules":{"webhook":[{"key":"events-hook","url":"/webhooks","events":["project.translated"]}]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// send goes through the emulator.
+	svc, err := emulator.New(emulator.Config{ClientID: "demo-client", ClientSecret: "demo-client-secret", RedirectURIs: []string{app.URL + "/oauth/callback"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := httptest.NewServer(svc)
+	defer service.Close()
 	tests := []struct {
 		name   string
 		args   []string
@@ -57,10 +66,12 @@ func TestCommandsWritePlainText(t *testing.T) {
 			"401 Unauthorized\n{\"error\":{\"message\":\"bad signature\"}}\n", ""},
 		{"delivery accepted", []string{"service-webhook", "--url", app.URL}, 0, "200 OK\n", ""},
 		{"unreachable", []string{"service-webhook", "--url", "http://127.0.0.1:1/", "--timeout", "2s"}, 1, "", "caddy service-webhook: "},
-		{"send summary", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL}, 0,
+		{"send summary", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL, "--emulator", service.URL}, 0,
 			"all 1 calls were answered 2xx\n", ""},
-		{"send refused", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL, "--secret", "other"}, 1,
+		{"send refused", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL, "--emulator", service.URL, "--secret", "other"}, 1,
 			"1 of 1 calls were not answered 2xx\n", ""},
+		{"send without emulator", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL, "--emulator", "http://127.0.0.1:1"}, 1,
+			"", "caddy service-app send: asking the emulator at http://127.0.0.1:1"},
 		{"send without app", []string{"service-app", "send", "--descriptor", desc}, 1, "", "caddy service-app send: --descriptor and --app are required\n"},
 		{"check without descriptor", []string{"service-app", "check", desc + ".absent"}, 1, "", "caddy service-app check: reading the app descriptor"},
 		{"lifecycle call without emulator", []string{"service-app", "install", "--app", app.URL, "--descriptor", desc, "--emulator", "http://127.0.0.1:1", "--timeout", "2s"}, 1, "", "caddy service-app install: "},

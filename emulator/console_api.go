@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +72,7 @@ func (c *console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, message("The console's API has no "+respond.Quote(r.URL.Path)+"; its paths are in the README."))
 		return
 	}
-	if !strings.Contains(allow, r.Method) || r.Method == "" {
+	if !slices.Contains(strings.Split(allow, ", "), r.Method) {
 		w.Header().Set("Allow", allow)
 		writeJSON(w, http.StatusMethodNotAllowed, message(r.URL.Path+" takes "+allow+"."))
 		return

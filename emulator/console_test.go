@@ -549,6 +549,8 @@ func TestConsoleRefusesBadInputWithAMessage(t *testing.T) {
 		{"POST", "/emulator/api/deliveries", `{"organization":"acme.example","event":"e","module":"nope"}`, 400, "no webhook module"},
 		{"POST", "/emulator/api/deliveries", `{"organization":["acme.example"],"event":"e"}`, 400, `member "organization" has the wrong type: a string is meant`},
 		{"GET", "/emulator/api/deliveries", ``, 405, "takes POST"},
+		{"DELETE", "/emulator/api/organizations", ``, 405, "takes GET, HEAD, POST"},
+		{"GE", "/emulator/api/organizations", ``, 405, "takes GET, HEAD, POST"},
 		{"GET", "/emulator/api/calls?after=-1", ``, 400, "after"},
 		{"GET", "/emulator/api/calls?status=200", ``, 400, "status"},
 		{"GET", "/emulator/api/nothing", ``, 404, "no \"/emulator/api/nothing\""},

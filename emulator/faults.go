@@ -91,7 +91,7 @@ func copyFaults(f Faults) Faults {
 }
 
 // fault applies f to the exchange of r, and reports whether it answered
-// (or closed the connection). message is the body's message of a fault
+// (or closed the connection); answer writes the answer of a fault's
 // status.
 func fault(w http.ResponseWriter, r *http.Request, f *Fault, answer func(status int)) bool {
 	if f == nil {
