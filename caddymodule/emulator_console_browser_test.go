@@ -239,6 +239,24 @@ func TestConsoleBrowserReconnectMissesNothing(t *testing.T) {
 	}
 }
 
+func TestConsoleBrowserFaults(t *testing.T) {
+	page, _ := openConsole(t)
+	page.choose(t, `[data-testid="fault-token"]`, "500")
+	page.choose(t, `[data-testid="fault-subscription"]`, "slow")
+	page.choose(t, `[data-testid="fault-subscription-seconds"]`, "3")
+	page.click(t, `[data-action="apply-faults"]`)
+	page.waitFor(t, "the faults set", sel(`[data-testid="faults-now"]`)+`.textContent === 'token endpoint: answers 500; subscription query: slow 3s'`)
+	var faults map[string]map[string]any
+	consoleCall(t, "GET", "faults", "", &faults)
+	if faults["token"]["status"] != 500.0 || faults["subscription"]["delay"] != "3s" {
+		t.Fatalf("faults %v", faults)
+	}
+	page.choose(t, `[data-testid="fault-token"]`, "")
+	page.choose(t, `[data-testid="fault-subscription"]`, "")
+	page.click(t, `[data-action="apply-faults"]`)
+	page.waitFor(t, "no faults", sel(`[data-testid="faults-now"]`)+`.textContent === 'token endpoint: normal; subscription query: normal'`)
+}
+
 // TestConsoleBrowserScreenshot writes the README's picture of the console
 // from a real run: install, a delivery, a resend signed with a wrong
 // secret (refused, and selected), a file's round trip. It runs with
