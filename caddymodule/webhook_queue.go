@@ -90,8 +90,8 @@ var webhookQueues = caddy.NewUsagePool()
 var webhookAttemptSpans spans.Later
 
 // pooledQueue is a queue in the pool: where it keeps its deliveries (its
-// directory, or its Redis server and keys), and what to let go of once it
-// is closed.
+// directory, or its Redis in words and keys, as cluster.Queue.Where names
+// them), and what to let go of once it is closed.
 type pooledQueue struct {
 	queue.Deliveries
 	where   string
@@ -114,8 +114,8 @@ var (
 		Help: "Attempts to deliver a queued webhook delivery to the app, by outcome (delivered, retry, dead).",
 	}, []string{"outcome"})
 	webhookQueueCollector = &queueCollector{
-		depth:  prometheus.NewDesc("servicegate_webhook_queue_depth", "Deliveries waiting or in flight toward the app, by queue directory.", []string{"dir"}, nil),
-		oldest: prometheus.NewDesc("servicegate_webhook_queue_oldest_age_seconds", "Age of the oldest delivery not yet delivered, by queue directory.", []string{"dir"}, nil),
+		depth:  prometheus.NewDesc("servicegate_webhook_queue_depth", "Deliveries waiting or in flight toward the app, by queue (its directory, or its Redis in words and keys).", []string{"dir"}, nil),
+		oldest: prometheus.NewDesc("servicegate_webhook_queue_oldest_age_seconds", "Age of the oldest delivery not yet delivered, by queue (its directory, or its Redis in words and keys).", []string{"dir"}, nil),
 	}
 )
 
@@ -260,8 +260,7 @@ func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSen
 	m.queueKey = "redis\x00" + app.poolKey + "\x00" + m.queueTo
 	return func() (caddy.Destructor, error) {
 		v, _ := redisClients.LoadOrStore(app.poolKey, nil) // one more user of the client
-		rc, ok := v.(redisClient)
-		if !ok {
+		if _, ok := v.(redisClient); !ok {
 			_, _ = redisClients.Delete(app.poolKey)
 			return nil, errors.New("the servicegate app's Redis client is gone")
 		}
@@ -273,7 +272,7 @@ func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSen
 		}
 		return pooledQueue{
 			Deliveries: q,
-			where:      "redis://" + rc.Addr() + "/" + rc.Prefix() + "queue:" + m.queueTo,
+			where:      q.Where(),
 			release:    func() { _, _ = redisClients.Delete(app.poolKey) },
 		}, nil
 	}

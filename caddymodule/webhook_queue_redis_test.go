@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -136,5 +137,67 @@ func TestWebhookQueueStoreChoice(t *testing.T) {
 	}
 	if _, left := queueStore(&WebhookQueue{Store: "redis"}, true); left != "" {
 		t.Errorf("an explicit store redis still warns of %q", left)
+	}
+}
+
+// TestWebhookQueueMetricLabelNamesRedisForm: the queue's metrics (and its
+// admin listing) name a queue in Redis by the Redis form in words, never
+// a URL, a password or the nodes: host:port for one server, "sentinel
+// <master>" for Sentinel, "cluster" for a Cluster, then the queue's keys.
+func TestWebhookQueueMetricLabelNamesRedisForm(t *testing.T) {
+	const password = "s3cret-redis-password"
+	cases := []struct {
+		name  string
+		start func(t *testing.T) (option, form string, nodes []string)
+	}{
+		{"url with a password", func(t *testing.T) (string, string, []string) {
+			srv := redistest.Start(t)
+			if _, err := srv.Do("CONFIG", "SET", "requirepass", password); err != nil {
+				t.Fatal(err)
+			}
+			return "redis " + strings.Replace(srv.URL(), "redis://", "redis://:"+password+"@", 1), srv.Addr, nil
+		}},
+		{"sentinel", func(t *testing.T) (string, string, []string) {
+			sn := redistest.StartSentinel(t, 0)
+			return "redis_sentinel " + sn.Master + " " + strings.Join(sn.Addrs(), " "), "sentinel " + sn.Master, sn.Addrs()
+		}},
+		{"cluster", func(t *testing.T) (string, string, []string) {
+			srv := redistest.StartCluster(t)
+			return srv.ServicegateOption(), "cluster", srv.Addrs()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			option, form, nodes := tc.start(t)
+			app := newQueueApp(t)
+			startCaddyWithGlobal(t, "\tservicegate {\n\t\t"+option+"\n\t\ttimeout 2s\n\t}", queueSite(app, "", ""))
+			want := "redis " + form + " servicegate:{queue:http://" + app.addr + "}"
+			metrics := scrapeMetrics(t)
+			for _, series := range []string{"servicegate_webhook_queue_depth", "servicegate_webhook_queue_oldest_age_seconds"} {
+				if line := series + `{dir="` + want + `"} 0`; !strings.Contains(metrics, line) {
+					t.Errorf("the metrics lack %s", line)
+				}
+			}
+			var labels []string
+			for line := range strings.Lines(metrics) {
+				if strings.HasPrefix(line, "servicegate_webhook_queue_") {
+					labels = append(labels, line)
+				}
+			}
+			for _, leak := range append([]string{"redis://", password}, nodes...) {
+				if strings.Contains(strings.Join(labels, ""), leak) {
+					t.Errorf("a queue's series holds %q: %s", leak, labels)
+				}
+			}
+			resp, err := http.Get(fmt.Sprintf("http://localhost:%d/service/webhook/queue", e2eAdminPort))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var listing struct{ Queues []queueListing }
+			if err := json.NewDecoder(resp.Body).Decode(&listing); err != nil || len(listing.Queues) != 1 || listing.Queues[0].Dir != want {
+				t.Errorf("the admin listing: %+v %v, want the queue named %q", listing, err, want)
+			}
+		})
 	}
 }

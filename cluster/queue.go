@@ -127,6 +127,13 @@ func (c *Client) queueBase(name string) string { return c.TaggedKey(queueKeys+na
 
 func (q *Queue) key(name string) string { return q.base + name }
 
+// Where names the queue for metric labels and health checks: "redis", the
+// Redis in words (Client.Label) and the queue's keys, e.g. redis sentinel
+// mymaster servicegate:{queue:http://127.0.0.1:3000}.
+func (q *Queue) Where() string {
+	return "redis " + q.c.Label() + " " + strings.TrimSuffix(q.base, ":")
+}
+
 // Enqueue implements queue.Deliveries: d is in Redis when it returns.
 func (q *Queue) Enqueue(d *queue.Delivery) error {
 	now := q.opts.Now()
