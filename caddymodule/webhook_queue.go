@@ -247,7 +247,7 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	}
 	var open func() (caddy.Destructor, error)
 	if store == "redis" {
-		open = m.openSharedQueue(app, sender, opts)
+		open = m.openSharedQueue(app, sender, opts, logger)
 	} else {
 		m.queueKey = defaultDiskQueue()
 		dir := filepath.Dir(m.queueKey)
@@ -308,7 +308,9 @@ func fileExists(path string) bool {
 // openSharedQueue returns what opens the queue of m's app in Redis, shared
 // by every instance delivering to it, and sets the handler's pool key. The
 // queue holds a reference to the app's Redis client until it is closed.
-func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSender, opts queue.Options) func() (caddy.Destructor, error) {
+// As it opens, it moves the deliveries an earlier version kept under its
+// Redis keys into the current ones, and logs how many.
+func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSender, opts queue.Options, logger *zap.Logger) func() (caddy.Destructor, error) {
 	c := app.Client()
 	m.queueKey = "redis\x00" + app.poolKey + "\x00" + m.queueTo
 	return func() (caddy.Destructor, error) {
@@ -318,7 +320,11 @@ func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSen
 			return nil, errors.New("the servicegate app's Redis client is gone")
 		}
 		timeout := cmp.Or(sender.Timeout, queue.DefaultTimeout)
-		q, err := c.OpenQueue(sender, opts, cluster.QueueOptions{Name: m.queueTo, Lease: cluster.QueueLease(timeout)})
+		moved := func(deliveries, dead int) {
+			logger.Info("moved the webhook deliveries an earlier version kept under its Redis keys into the current ones",
+				zap.String("to", m.queueTo), zap.Int("deliveries", deliveries), zap.Int("dead_letters", dead))
+		}
+		q, err := c.OpenQueue(sender, opts, cluster.QueueOptions{Name: m.queueTo, Lease: cluster.QueueLease(timeout), Moved: moved})
 		if err != nil {
 			_, _ = redisClients.Delete(app.poolKey)
 			return nil, err
