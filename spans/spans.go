@@ -126,8 +126,8 @@ func Traceparent(ctx context.Context) string {
 // a queued delivery) in the trace of the request that asked for it. It
 // uses the tracer provider of the last recording span it was shown
 // (Learn), or of the tracing middleware it last went through
-// (LearnThrough): the one Caddy's tracing directive exports to. The zero Later
-// is ready to use and starts nothing until it has learnt a provider.
+// (LearnThrough): the one Caddy's tracing directive exports to. The zero
+// Later is ready to use and starts nothing until it has learnt a provider.
 type Later struct {
 	provider atomic.Pointer[providerBox]
 }
@@ -144,9 +144,9 @@ func (l *Later) Learn(ctx context.Context) {
 	l.use(s.TracerProvider())
 }
 
-// ProbePath is the path of LearnThrough's request: a span of it that a
+// probePath is the path of LearnThrough's request: a span of it that a
 // sampler exports despite its parent is known by it.
-const ProbePath = "/servicegate/tracer"
+const probePath = "/servicegate/tracer"
 
 // LearnThrough learns the tracer provider of a tracing middleware before
 // any request has come through it: the attempts of deliveries stored
@@ -165,7 +165,7 @@ func (l *Later) LearnThrough(serve func(w http.ResponseWriter, r *http.Request, 
 	_, _ = rand.Read(sid[:])
 	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, Remote: true}) // not sampled
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
-	r, err := http.NewRequestWithContext(ctx, http.MethodGet, ProbePath, nil)
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, probePath, nil)
 	if err != nil {
 		return false
 	}
