@@ -100,7 +100,7 @@ type Queue struct {
 	// Redis (in words, no credentials) and keys.
 	Where string
 	// Shared is set for a queue kept in Redis: Writable is then Redis'
-	// ping.
+	// ping, which the Checker's own Redis ping stands for when it has one.
 	Shared bool
 	// Depth counts the deliveries waiting or in flight.
 	Depth int
@@ -251,10 +251,11 @@ func (c *Checker) Check(ctx context.Context) Report {
 		}
 		add(ch, reason)
 	}
+	var redisErr error
 	if c.Redis != nil {
 		ch := Check{Name: PartRedis, State: StateOK, Status: StatusOK, Address: c.RedisAddress}
-		if err := c.Redis(ctx); err != nil {
-			ch.State, ch.Status, ch.Error = StateUnreachable, StatusDegraded, err.Error()
+		if redisErr = c.Redis(ctx); redisErr != nil {
+			ch.State, ch.Status, ch.Error = StateUnreachable, StatusDegraded, redisErr.Error()
 		}
 		add(ch, "Redis does not answer")
 	}
@@ -265,8 +266,13 @@ func (c *Checker) Check(ctx context.Context) Report {
 				age = seconds(now().Sub(q.Oldest))
 			}
 			ch := Check{Name: PartQueue, State: StateOK, Status: StatusOK, Where: q.Where, Depth: &depth, OldestAgeSeconds: &age}
-			if q.Writable != nil {
-				if err := q.Writable(ctx); err != nil {
+			writable := q.Writable
+			if q.Shared && c.Redis != nil {
+				// Redis was just pinged: one ping per check.
+				writable = func(context.Context) error { return redisErr }
+			}
+			if writable != nil {
+				if err := writable(ctx); err != nil {
 					ch.State, ch.Status, ch.Error = StateNotWritable, StatusUnavailable, err.Error()
 					if q.Shared {
 						ch.State = StateUnreachable

@@ -150,3 +150,17 @@ func TestDirWritable(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPingsRedisOnce: a queue kept in Redis takes the state of the
+// check's own Redis ping rather than pinging again.
+func TestCheckPingsRedisOnce(t *testing.T) {
+	pings := 0
+	ping := func(context.Context) error { pings++; return errors.New("down") }
+	c := Checker{Redis: ping, Queues: func() []Queue {
+		return []Queue{{Where: "a", Shared: true, Writable: ping}, {Where: "b", Shared: true, Writable: ping}}
+	}}
+	rep := c.Check(context.Background())
+	if pings != 1 || rep.HTTPStatus() != 503 || rep.Checks[1].State != StateUnreachable || rep.Checks[2].Error != "down" {
+		t.Errorf("%d pings, report %+v", pings, rep)
+	}
+}
