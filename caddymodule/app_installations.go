@@ -151,7 +151,7 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		shared := client.Installations(a.clientID)
 		cfg.Store = shared
 		cfg.Lock = func(ctx context.Context, org string) (func(), error) { return shared.Lock(ctx, org, 2*appTokenTimeout) }
-		where := "redis://" + client.Addr() + "/" + a.clientID
+		where := "redis " + client.Label() + " " + a.clientID // as the queue names its Redis: never a password
 		if err := a.openInstallations(cfg, where); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
 		}
