@@ -239,6 +239,9 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
 	}
+	if err := a.checkAddresses(); err != nil {
+		return err
+	}
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	if err == nil {
 		a.descState = descriptorState(loaded)

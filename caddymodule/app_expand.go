@@ -15,11 +15,6 @@ import (
 // declared module, the spill path, the descriptor, the public paths and
 // "*" for the rest.
 func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
-	for _, addr := range [][2]string{{"service", a.Service}, {"auth_url", a.AuthURL}} {
-		if err := checkServiceAddress(addr[0], addr[1]); err != nil {
-			return nil, err
-		}
-	}
 	var x appExpansion
 	for _, hook := range desc.Webhooks {
 		if err := a.expandWebhook(&x, hook); err != nil {

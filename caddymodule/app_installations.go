@@ -322,7 +322,7 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 	}
 	ic := new(AppInstallations)
 	err := parseBlock(d, "installations", map[string]subdirective{
-		"key":          once(stringArg(&ic.Key)),
+		"key":          once(installationsKeyArg(&ic.Key)),
 		"store":        once(stringArg(&ic.Store)),
 		"forward":      once(stringArg(&ic.Forward)),
 		"token_header": once(stringArg(&ic.TokenHeader)),
