@@ -110,3 +110,39 @@ func TestEveryAddressWantsAScheme(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckAddress: checkAddress takes any value without panicking, never
+// quotes the user name and password an address holds, and what it accepts
+// as an http(s) URL starts with http:// or https://.
+func FuzzCheckAddress(f *testing.F) {
+	for _, seed := range []string{"localhost:8093", "http://localhost:8093", "https://u:pw@x.example/", "ftp://x", "/cb",
+		"{env.X}", "http://{http.request.host}/s", "localhost:{env.PORT}", "http://x?q#f", "http://[::1]:80", "http://a@b/c@d",
+		"127.0.0.1:3000/manifest.json", "manifest.json", "http://%zz", "HTTPS://X.EXAMPLE", "http://.x", "http://a..b"} {
+		for form := range fileOrURL + 1 {
+			f.Add(seed, int(form))
+		}
+	}
+	f.Fuzz(func(t *testing.T, value string, form int) {
+		af := addressForm(form) % (fileOrURL + 1)
+		if af < 0 {
+			af = -af
+		}
+		err := checkAddress("address", value, af)
+		if shown := withoutUserInfo(value); shown != value && err != nil {
+			// shown is value[:start] + "…@" + what follows the '@'.
+			start := 0
+			if i := strings.Index(value, "://"); i >= 0 {
+				start = i + 3
+			}
+			userinfo := value[start : len(value)-len(shown)+start+len("…@")] // with its '@'
+			if strings.Contains(err.Error(), userinfo) && !strings.Contains(shown, userinfo) {
+				t.Fatalf("the error quotes the user info %q: %v", userinfo, err)
+			}
+		}
+		if err == nil && (af == anyURL || af == baseURL || af == originURL) && value != "" && !strings.HasPrefix(value, "{") {
+			if lower := strings.ToLower(value); !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
+				t.Fatalf("accepted %q, which is no http(s) URL", value)
+			}
+		}
+	})
+}
