@@ -185,10 +185,16 @@ type AppRoute struct {
 	Key    string `json:"key,omitempty"`
 
 	// Serve is what answers the path without a guard: "descriptor" (the
-	// app descriptor), "public" (passed on as it is) or "spill" (the
+	// app descriptor), "public" (passed on as it is), "spill" (the
 	// payloads of file modules' answers that went by URL, served by the
-	// file modules' service_limits).
+	// file modules' service_limits) or "lifecycle" (the service's
+	// lifecycle call Event, answered by the installations).
 	Serve string `json:"serve,omitempty"`
+
+	// Event is the lifecycle call a "lifecycle" route answers, as the
+	// descriptor's events name it: installed, uninstall or
+	// subscription_paid.
+	Event string `json:"event,omitempty"`
 
 	// The handlers of the route, in the order they run.
 	Webhook      *ServiceWebhook      `json:"webhook,omitempty"`
@@ -203,6 +209,7 @@ const (
 	appServeDescriptor = "descriptor"
 	appServePublic     = "public"
 	appServeSpill      = "spill"
+	appServeLifecycle  = "lifecycle"
 )
 
 // CaddyModule returns the Caddy module information.
@@ -239,6 +246,9 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.router = new(atomic.Pointer[approute.Router])
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
+	}
+	if err := a.checkAddresses(); err != nil {
+		return err
 	}
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	if err == nil {
@@ -316,7 +326,11 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 	if a.baseURL == "" {
 		a.site.warnHostless(ctx, a.logger, "the descriptor (and the sign-in and spill links)")
 	}
-	if err := a.provisionInstallations(ctx, desc); err != nil {
+	lifecycle, err := a.withLifecycleOf(desc, routes)
+	if err != nil {
+		return err
+	}
+	if err := a.provisionInstallations(ctx, lifecycle); err != nil {
 		return err
 	}
 	f := &appRouting{router: a.newRouter(false, appIdentityHeaders(routes))}
@@ -332,12 +346,10 @@ func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descrip
 
 // routeAll loads the routes' handlers and routes the site with them.
 func (a *ServiceApp) routeAll(ctx caddy.Context, f *appRouting, routes []AppRoute, load moduleLoader) error {
-	err := a.routeLifecycle(f.router, a.desc)
-	for i := 0; i < len(routes) && err == nil; i++ {
-		err = a.provisionRoute(f, &routes[i], load)
-	}
-	if err != nil {
-		return err
+	for i := range routes {
+		if err := a.provisionRoute(f, &routes[i], load); err != nil {
+			return err
+		}
 	}
 	a.Routes = routes
 	if err := a.routeRest(ctx, f); err != nil {
@@ -351,11 +363,12 @@ func (a *ServiceApp) routesOf(desc *descriptor.Descriptor) ([]AppRoute, error) {
 	if len(a.Routes) == 0 {
 		return a.Expand(desc)
 	}
-	if fresh, err := a.Expand(desc); err == nil && !sameRoutes(fresh, a.Routes) {
+	routes := a.withEarlierLifecycle(a.Routes, desc)
+	if fresh, err := a.Expand(desc); err == nil && !sameRoutes(fresh, routes) {
 		a.logger.Warn("the app descriptor changed since the config was adapted; the routes of the config are in use until it is adapted again",
 			zap.String("descriptor", a.Descriptor))
 	}
-	return a.Routes, nil
+	return routes, nil
 }
 
 // appRouting is what provisionRoute files of the routes: their paths in
@@ -391,6 +404,8 @@ func (a *ServiceApp) provisionRoute(f *appRouting, rt *AppRoute, load moduleLoad
 	case rt.Serve == appServeSpill:
 		f.spillPath = strings.TrimSuffix(rt.Path, "*")
 		return nil
+	case rt.Serve == appServeLifecycle:
+		return a.routeLifecycle(f.router, rt)
 	}
 	var h approute.Handler
 	switch {

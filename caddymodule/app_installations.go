@@ -256,22 +256,17 @@ func (a *ServiceApp) openInstallations(cfg installations.Config, where string) e
 	return nil
 }
 
-// routeLifecycle routes the lifecycle paths of desc to the installations.
-func (a *ServiceApp) routeLifecycle(router *approute.Router, desc *descriptor.Descriptor) error {
+// routeLifecycle routes a lifecycle route to the installations.
+func (a *ServiceApp) routeLifecycle(router *approute.Router, rt *AppRoute) error {
 	if a.inst == nil {
-		return nil
+		return fmt.Errorf("service_app: route %s answers the lifecycle call %s, which needs an installations block", rt.Path, rt.Event)
 	}
 	h := a.inst.handler
 	lifecycle := func(w http.ResponseWriter, r *http.Request, next approute.Next) error { return h.Serve(w, r, next) }
-	for _, p := range []string{desc.Events.Installed, desc.Events.Uninstall, desc.Events.SubscriptionPaid} {
-		if p == "" {
-			continue
-		}
-		// Every spelling of a lifecycle path that a lenient router takes
-		// for it gets the lifecycle's checks, as module urls do.
-		if other := router.Module(p, lifecycle); other != "" {
-			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other)
-		}
+	// Every spelling of a lifecycle path that a lenient router takes for
+	// it gets the lifecycle's checks, as module urls do.
+	if other := router.Module(rt.Path, lifecycle); other != "" {
+		return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", rt.Path, other)
 	}
 	return nil
 }
@@ -327,7 +322,7 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 	}
 	ic := new(AppInstallations)
 	err := parseBlock(d, "installations", map[string]subdirective{
-		"key":          once(stringArg(&ic.Key)),
+		"key":          once(installationsKeyArg(&ic.Key)),
 		"store":        once(stringArg(&ic.Store)),
 		"forward":      once(stringArg(&ic.Forward)),
 		"token_header": once(stringArg(&ic.TokenHeader)),

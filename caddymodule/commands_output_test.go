@@ -46,6 +46,10 @@ func TestCommandsWritePlainText(t *testing.T) {
 	if err := os.WriteFile(desc, []byte(`{"modules":{"webhook":[{"key":"events-hook","url":"/webhooks","events":["project.translated"]}]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	slip := filepath.Join(t.TempDir(), "slip.json")
+	if err := os.WriteFile(slip, []byte(`{"modules":{"webhok":[{"key":"events-hook","url":"/webhooks","events":["project.translated"]}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		args   []string
@@ -62,6 +66,8 @@ func TestCommandsWritePlainText(t *testing.T) {
 		{"send refused", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL, "--secret", "other"}, 1,
 			"1 of 1 calls were not answered 2xx\n", ""},
 		{"send without app", []string{"service-app", "send", "--descriptor", desc}, 1, "", "caddy service-app send: --descriptor and --app are required\n"},
+		{"check names a near miss", []string{"service-app", "check", slip}, 1,
+			`  likely defect: modules.webhok is not a module kind servicegate routes; did you mean "webhook"?`, ""},
 		{"check without descriptor", []string{"service-app", "check", desc + ".absent"}, 1, "", "caddy service-app check: reading the app descriptor"},
 		{"lifecycle call without emulator", []string{"service-app", "install", "--app", app.URL, "--descriptor", desc, "--emulator", "http://127.0.0.1:1", "--timeout", "2s"}, 1, "", "caddy service-app install: "},
 	}

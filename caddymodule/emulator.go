@@ -123,7 +123,15 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 		TokenLifetime: time.Duration(m.TokenLifetime),
 		CodeLifetime:  time.Duration(m.CodeLifetime),
 	}
+	for _, u := range m.RedirectURIs {
+		if err := checkAddress("redirect_uri", u, anyURL); err != nil {
+			return fmt.Errorf("service_emulator: %w", err)
+		}
+	}
 	for _, org := range m.Organizations {
+		if err := checkAddress("organization "+org.Domain+": unpaid", org.SubscribeLink, anyURL); err != nil {
+			return fmt.Errorf("service_emulator: %w", err)
+		}
 		o := emulator.Organization{Domain: org.Domain, ID: org.ID, SubscribeLink: org.SubscribeLink}
 		if org.ActiveUntil != "" {
 			if o.ActiveUntil, err = emulator.ParseActiveUntil(org.ActiveUntil); err != nil {
