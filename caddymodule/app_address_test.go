@@ -85,6 +85,9 @@ func TestAddressesCheckedOnceResolved(t *testing.T) {
 	} {
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
 		err := m.Provision(ctx)
+		if c, ok := m.(caddy.CleanerUpper); ok && err == nil {
+			_ = c.Cleanup() // what it registered (its health check) goes with it
+		}
 		cancel()
 		want := name + " " + want
 		if name == "service_app: descriptor" {
