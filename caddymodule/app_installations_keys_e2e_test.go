@@ -212,6 +212,24 @@ func TestInstallationsBadRecordHarmsNothing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Acme's repaired record copied into another app's store, under the same
+	// organization and sealed with the same key, does not open there: seals
+	// bind the app.
+	acmeRecord, _ := srv.Do("HGET", hash, "1")
+	otherBase := "http://127.0.0.1:" + strconv.Itoa(freePort())
+	otherSite := strings.Replace(svc.site(t, app.URL), "http://localhost:{port}", otherBase, 1)
+	otherSite = strings.Replace(otherSite, "client_id "+svc.clientID, "client_id another-app", 1)
+	if _, err := srv.Do("HSET", redisInstallationsKey("another-app"), "1", acmeRecord); err != nil {
+		t.Fatal(err)
+	}
+	other := startCaddyProcess(t, "{\n\tadmin off\n\tpersist_config off\n\tskip_install_trust\n\tauto_https off\n\tservicegate {\n\t\tredis "+srv.URL()+"\n\t}\n}\n"+otherSite)
+	waitListening(t, otherBase+"/manifest.json", other)
+	if resp := deliverTo(t, otherBase, "acme.example", "1", acme); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a record copied from another app: %d\n%s", resp.StatusCode, other.logText())
+	}
+	if !strings.Contains(other.logText(), `"organization":"1"`) {
+		t.Error("the copied record is not reported")
+	}
 }
 
 // TestInstallationsClientIDChangeIsTold: a load whose client_id finds an
