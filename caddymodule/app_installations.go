@@ -146,8 +146,8 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		// Shared by every instance: each drops its local copy of an
 		// organization when another announces a change.
 		shared := client.Installations(a.clientID)
-		cfg.Store = shared
-		cfg.Lock = func(ctx context.Context, org string) (func(), error) { return shared.Lock(ctx, org, 2*appTokenTimeout) }
+		cfg.Book.Store = shared
+		cfg.Book.Lock = func(ctx context.Context, org string) (func(), error) { return shared.Lock(ctx, org, 2*appTokenTimeout) }
 		where := "redis " + client.Label() + " " + a.clientID // as the queue names its Redis: never a password
 		if err := a.openInstallations(cfg, where); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
@@ -172,7 +172,7 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	release := installationStoreRelease(path)
-	cfg.Store = v.(pooledInstallationStore).BoltStore
+	cfg.Book.Store = v.(pooledInstallationStore).BoltStore
 	if err := a.openInstallations(cfg, path); err != nil {
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
@@ -218,7 +218,7 @@ func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Des
 	for _, k := range ic.RetiredKeys {
 		retired = append(retired, []byte(repl.ReplaceKnown(k, "")))
 	}
-	if cfg.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, "")), retired...); err != nil {
+	if cfg.Book.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, "")), retired...); err != nil {
 		return cfg, nil, fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
 	}
 	if cfg.Service = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/"); cfg.Service == "" {
@@ -227,16 +227,16 @@ func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Des
 	if cfg.ClientSecret = repl.ReplaceKnown(a.ClientSecret, ""); cfg.ClientSecret == "" {
 		return cfg, nil, errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
 	}
-	cfg.ClientID, cfg.TokenTimeout, cfg.Forward = a.clientID, appTokenTimeout, ic.Forward != "off"
-	cfg.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.Service, a.AuthURL), ""), "/")
+	cfg.ClientID, cfg.TokenTimeout, cfg.Handler.Forward = a.clientID, appTokenTimeout, ic.Forward != "off"
+	cfg.Handler.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.Service, a.AuthURL), ""), "/")
 	if h := ic.TokenHeader; h != "off" {
-		cfg.TokenHeader = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
+		cfg.Handler.TokenHeader = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
 	}
-	cfg.Prove, cfg.Confirm, cfg.Source = a.proveAppToken, a.confirmPaid, clientIP
-	cfg.Budget = installations.NewBudget(ic.BudgetPerSource, ic.BudgetOverall, 0, nil)
-	cfg.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
+	cfg.Handler.Prove, cfg.Handler.Confirm, cfg.Handler.Source = a.proveAppToken, a.confirmPaid, clientIP
+	cfg.Handler.Budget = installations.NewBudget(ic.BudgetPerSource, ic.BudgetOverall, 0, nil)
+	cfg.Handler.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
 		installations.Uninstall: desc.Events.Uninstall, installations.SubscriptionPaid: desc.Events.SubscriptionPaid}
-	cfg.Purge, cfg.Refuse = forgetOrganization(ctx), refuse
+	cfg.Handler.Purge, cfg.Handler.Refuse = forgetOrganization(ctx), refuse
 	a.reportInstallations(ctx, &cfg)
 	return cfg, client, nil
 }

@@ -103,7 +103,7 @@ func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.C
 	registerCollector(reg, installationRecords)
 	unreadable := registerCollector(reg, installationsUnreadable)
 	logger := a.logger.Named("installations")
-	cfg.Renewed = func(org string, err error) {
+	cfg.Book.Renewed = func(org string, err error) {
 		if err != nil {
 			failed.Inc()
 			logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
@@ -111,12 +111,12 @@ func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.C
 		}
 		issued.Inc()
 	}
-	cfg.Unreadable = func(org string, err error) {
+	cfg.Book.Unreadable = func(org string, err error) {
 		unreadable.Inc()
 		logger.Error("an installation record does not open and is skipped: its organization's deliveries are answered 503 until it is installed again or the record is repaired (was it sealed under a key no longer in key or retired_keys, or copied from another app's store?)",
 			zap.String("organization", org), zap.String("app", a.clientID), zap.Error(err))
 	}
-	cfg.Resealed = func(resealed, failed int) {
+	cfg.Book.Resealed = func(resealed, failed int) {
 		if failed > 0 {
 			logger.Warn("installation records under a retired key could not all be sealed again; they are tried again at the next start or read",
 				zap.Int("resealed", resealed), zap.Int("failed", failed))
@@ -124,7 +124,7 @@ func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.C
 		}
 		logger.Info("installation records under a retired key were sealed again under the current key", zap.Int("resealed", resealed))
 	}
-	cfg.Report = func(o installations.Outcome, org string, err error) {
+	cfg.Handler.Report = func(o installations.Outcome, org string, err error) {
 		if inst := a.inst; inst != nil && inst.recount != nil && (o == installations.Stored || o == installations.Uninstalled) {
 			inst.recount() // what a later load with another client_id reads
 		}
