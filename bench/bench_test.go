@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,7 +261,13 @@ func TestChainCaddyfilesAdapt(t *testing.T) {
 						t.Errorf("%s side keeps the bench placeholder %s:\n%s", side, ph, cfg)
 					}
 				}
-				if _, warnings, err := adapter.Adapt([]byte(cfg), map[string]any{"filename": c.name + "-" + side + ".Caddyfile"}); err != nil {
+				_, warnings, err := adapter.Adapt([]byte(cfg), map[string]any{"filename": c.name + "-" + side + ".Caddyfile"})
+				// The bench's one secret, a fixture of loopback runs, is
+				// written out on purpose: that warning is expected.
+				warnings = slices.DeleteFunc(warnings, func(w caddyconfig.Warning) bool {
+					return strings.Contains(w.Message, "is written into the Caddyfile")
+				})
+				if err != nil {
 					t.Errorf("%s side does not adapt: %v\n%s", side, err, cfg)
 				} else if len(warnings) > 0 {
 					t.Errorf("%s side adapts with warnings %v", side, warnings)

@@ -418,13 +418,13 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 
 	plainCfg, chainCfg := c.caddyfiles(env)
 
-	plain, err := startCaddy(env, c.name+"-plain", plainCfg, p.plainHTTP)
+	plain, err := startCaddy(env, c.name+"-plain", plainCfg, p.plainHTTP, p.plainAdmin)
 	if err != nil {
 		res.err = fmt.Errorf("plain side: %w", err)
 		return res
 	}
 	defer plain.stop()
-	side, err := startCaddy(env, c.name+"-chain", chainCfg, p.chainHTTP)
+	side, err := startCaddy(env, c.name+"-chain", chainCfg, p.chainHTTP, p.chainAdmin)
 	if err != nil {
 		res.err = fmt.Errorf("chain side: %w", err)
 		return res
@@ -564,7 +564,18 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 		for _, isChain := range order(i) {
 			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
 			cpu0, cpuErr := procs[isChain].cpuTime()
+			var profiled chan error
+			if env.opts.profile && i == env.opts.rounds-1 {
+				profiled = profileDuring(procs[isChain], filepath.Join(env.out, fmt.Sprintf("%s-%s.pprof", c.name, sideName(isChain))), env.opts.duration)
+			}
 			s, err := runWrk(env.opts, script, bases[isChain]+rq.path, logPath, env.opts.duration)
+			if profiled != nil {
+				if perr := <-profiled; perr != nil {
+					res.notes = append(res.notes, fmt.Sprintf("%s: no CPU profile: %v", sideName(isChain), perr))
+				} else {
+					logf("  CPU profile of the %s side's last round: %s", sideName(isChain), filepath.Join(env.out, fmt.Sprintf("%s-%s.pprof", c.name, sideName(isChain))))
+				}
+			}
 			if err == nil {
 				err = s.check()
 			}
@@ -717,4 +728,36 @@ func metricValue(text, series string) (float64, bool) {
 		sum, found = sum+v, true
 	}
 	return sum, found
+}
+
+// profileDuring takes a CPU profile of side from its admin API's
+// /debug/pprof/profile while a measurement of d runs (the second at each
+// end left out), into path; the channel tells when it is written.
+func profileDuring(side *caddySide, path string, d time.Duration) chan error {
+	done := make(chan error, 1)
+	seconds := int(d/time.Second) - 2
+	if seconds < 1 {
+		seconds = 1
+	}
+	go func() {
+		time.Sleep(time.Second)
+		client := &http.Client{Timeout: d + 30*time.Second}
+		resp, err := client.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", side.admin, seconds))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			done <- fmt.Errorf("the admin API answered %d", resp.StatusCode)
+			return
+		}
+		f, err := os.Create(path)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			err = errors.Join(err, f.Close())
+		}
+		done <- err
+	}()
+	return done
 }

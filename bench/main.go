@@ -33,6 +33,7 @@ type options struct {
 	threads     int
 	only        []string
 	quick       bool
+	profile     bool // a CPU profile of each side during the last wrk round
 	install     bool
 	out         string
 	goBench     bool
@@ -160,6 +161,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.goBench, "gobench", true, "also run go test -bench over token, signature, subscription and caddymodule")
 	fs.StringVar(&o.benchTime, "benchtime", "1s", "go test -benchtime")
 	fs.IntVar(&o.seqRequests, "seq-requests", 10, "requests per side per round for the sequential chains (webhook-5m, contract-5m)")
+	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of each side's Caddy (its admin API's /debug/pprof/profile) during the last wrk round, into bench/out/<chain>-<side>.pprof")
 	fs.IntVar(&o.portBase, "port-base", 18000, "first of the loopback ports used (base+1 … base+460)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -256,7 +256,8 @@ func startUpstream(env *benchEnv) (*proc, error) {
 // caddySide is one running Caddy of a chain: the plain proxy or the chain.
 type caddySide struct {
 	*proc
-	base string // http://127.0.0.1:<port>
+	base  string // http://127.0.0.1:<port>
+	admin string // http://127.0.0.1:<admin port>, for its CPU profile
 }
 
 // globalOptions is the global block of every bench Caddyfile: loopback
@@ -300,7 +301,7 @@ func siteWithRoute(port int, handlers string, upstream int) string {
 }
 
 // startCaddy writes the Caddyfile and runs bench/out/caddy on it.
-func startCaddy(env *benchEnv, name, caddyfile string, httpPort int) (*caddySide, error) {
+func startCaddy(env *benchEnv, name, caddyfile string, httpPort, adminPort int) (*caddySide, error) {
 	cfgPath := filepath.Join(env.out, name+".Caddyfile")
 	if err := os.WriteFile(cfgPath, []byte(caddyfile), 0o644); err != nil {
 		return nil, err
@@ -319,7 +320,7 @@ func startCaddy(env *benchEnv, name, caddyfile string, httpPort int) (*caddySide
 		p.stop()
 		return nil, err
 	}
-	return &caddySide{proc: p, base: "http://" + loopback(httpPort)}, nil
+	return &caddySide{proc: p, base: "http://" + loopback(httpPort), admin: "http://" + loopback(adminPort)}, nil
 }
 
 // probe sends one request and checks its status, its body when want is

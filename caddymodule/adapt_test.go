@@ -16,9 +16,11 @@ import (
 var updateGolden = flag.Bool("update", false, "rewrite the JSON half of testdata/adapt golden files from the adapter's output")
 
 // TestAdapt adapts every testdata/adapt/*.caddyfiletest: a Caddyfile, a line
-// of ten dashes, then the JSON it must adapt to. A file whose JSON half is
-// the word "error" must fail to adapt; "error: <text>" with an error that
-// contains the text.
+// of ten dashes, then the JSON it must adapt to, and, when the adapter
+// warns, another line of dashes and its warnings, one a line
+// (file:line (directive): message); without them it must not warn. A file
+// whose JSON part is the word "error" must fail to adapt; "error: <text>"
+// with an error that contains the text.
 func TestAdapt(t *testing.T) {
 	files, err := filepath.Glob("testdata/adapt/*.caddyfiletest")
 	if err != nil {
@@ -33,12 +35,13 @@ func TestAdapt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			input, want, ok := strings.Cut(string(raw), "\n----------\n")
+			input, rest, ok := strings.Cut(string(raw), "\n----------\n")
 			if !ok {
 				t.Fatalf("%s: no ---------- line between the Caddyfile and the JSON", file)
 			}
+			want, wantWarnings, _ := strings.Cut(rest, "\n----------\n")
 			adapter := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}
-			got, _, err := adapter.Adapt([]byte(input), nil)
+			got, warnings, err := adapter.Adapt([]byte(input+"\n"), nil)
 			if wantErr, ok := strings.CutPrefix(strings.TrimSpace(want), "error"); ok {
 				if err == nil {
 					t.Fatalf("adapted without error, want an error:\n%s", got)
@@ -55,14 +58,25 @@ func TestAdapt(t *testing.T) {
 			if err := json.Indent(&pretty, got, "", "\t"); err != nil {
 				t.Fatal(err)
 			}
+			var gotWarnings strings.Builder
+			for _, w := range warnings {
+				gotWarnings.WriteString(w.String() + "\n")
+			}
 			if *updateGolden {
-				if err := os.WriteFile(file, []byte(input+"\n----------\n"+pretty.String()+"\n"), 0o644); err != nil {
+				out := input + "\n----------\n" + pretty.String() + "\n"
+				if gotWarnings.Len() > 0 {
+					out += "----------\n" + gotWarnings.String()
+				}
+				if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				return
 			}
 			if strings.TrimSpace(pretty.String()) != strings.TrimSpace(want) {
 				t.Errorf("adapted JSON differs from the golden file\ngot:\n%s\nwant:\n%s", pretty.String(), want)
+			}
+			if strings.TrimSpace(gotWarnings.String()) != strings.TrimSpace(wantWarnings) {
+				t.Errorf("the adapter's warnings differ from the golden file\ngot:\n%s\nwant:\n%s", gotWarnings.String(), wantWarnings)
 			}
 		})
 	}

@@ -2,10 +2,8 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -185,10 +183,16 @@ type AppRoute struct {
 	Key    string `json:"key,omitempty"`
 
 	// Serve is what answers the path without a guard: "descriptor" (the
-	// app descriptor), "public" (passed on as it is) or "spill" (the
+	// app descriptor), "public" (passed on as it is), "spill" (the
 	// payloads of file modules' answers that went by URL, served by the
-	// file modules' service_limits).
+	// file modules' service_limits) or "lifecycle" (the service's
+	// lifecycle call Event, answered by the installations).
 	Serve string `json:"serve,omitempty"`
+
+	// Event is the lifecycle call a "lifecycle" route answers, as the
+	// descriptor's events name it: installed, uninstall or
+	// subscription_paid.
+	Event string `json:"event,omitempty"`
 
 	// The handlers of the route, in the order they run.
 	Webhook      *ServiceWebhook      `json:"webhook,omitempty"`
@@ -203,6 +207,7 @@ const (
 	appServeDescriptor = "descriptor"
 	appServePublic     = "public"
 	appServeSpill      = "spill"
+	appServeLifecycle  = "lifecycle"
 )
 
 // CaddyModule returns the Caddy module information.
@@ -239,6 +244,9 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	a.router = new(atomic.Pointer[approute.Router])
 	if a.Descriptor == "" {
 		return errors.New("service_app: descriptor is required: the app descriptor file, or its address on the app")
+	}
+	if err := a.checkAddresses(); err != nil {
+		return err
 	}
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	if err == nil {
@@ -300,308 +308,6 @@ func (a *ServiceApp) DescriptorReady() bool {
 // descriptorLabel names the descriptor in logs and metrics, without the
 // credentials an address may hold.
 func (a *ServiceApp) descriptorLabel() string { return descriptor.Label(a.Descriptor) }
-
-// provisionRoutes expands desc into routes unless the config holds them,
-// loads every handler of every route, and routes the site with them.
-func (a *ServiceApp) provisionRoutes(ctx caddy.Context, desc *descriptor.Descriptor, load moduleLoader) error {
-	routes, err := a.routesOf(desc)
-	if err != nil {
-		return err
-	}
-	a.desc = desc
-	repl := caddy.NewReplacer()
-	a.clientID = repl.ReplaceKnown(a.ClientID, "")
-	a.baseURL = strings.TrimSuffix(repl.ReplaceKnown(a.BaseURL, ""), "/")
-	a.site = &siteOrigin{fix: "set base_url in service_app"}
-	if a.baseURL == "" {
-		a.site.warnHostless(ctx, a.logger, "the descriptor (and the sign-in and spill links)")
-	}
-	if err := a.provisionInstallations(ctx, desc); err != nil {
-		return err
-	}
-	f := &appRouting{router: a.newRouter(false, appIdentityHeaders(routes))}
-	if err := a.routeAll(ctx, f, routes, load); err != nil {
-		// Caddy cleans up the modules it loaded, not what the app holds
-		// of its own (installations, handlers loaded late).
-		_ = a.cleanupHandlers()
-		return err
-	}
-	a.router.Store(f.router)
-	return nil
-}
-
-// routeAll loads the routes' handlers and routes the site with them.
-func (a *ServiceApp) routeAll(ctx caddy.Context, f *appRouting, routes []AppRoute, load moduleLoader) error {
-	err := a.routeLifecycle(f.router, a.desc)
-	for i := 0; i < len(routes) && err == nil; i++ {
-		err = a.provisionRoute(f, &routes[i], load)
-	}
-	if err != nil {
-		return err
-	}
-	a.Routes = routes
-	if err := a.routeRest(ctx, f); err != nil {
-		return err
-	}
-	return a.provisionHealth(ctx, f)
-}
-
-// routesOf is the routes of the config, else desc's expansion.
-func (a *ServiceApp) routesOf(desc *descriptor.Descriptor) ([]AppRoute, error) {
-	if len(a.Routes) == 0 {
-		return a.Expand(desc)
-	}
-	if fresh, err := a.Expand(desc); err == nil && !sameRoutes(fresh, a.Routes) {
-		a.logger.Warn("the app descriptor changed since the config was adapted; the routes of the config are in use until it is adapted again",
-			zap.String("descriptor", a.Descriptor))
-	}
-	return a.Routes, nil
-}
-
-// appRouting is what provisionRoute files of the routes: their paths in
-// the router, and what routeRest routes once every route is loaded.
-type appRouting struct {
-	router    *approute.Router
-	guard     *AppRoute
-	public    caddyhttp.MatchPath
-	descPath  string
-	spillPath string
-}
-
-// provisionRoute loads the handlers of one route and files it under its
-// path.
-func (a *ServiceApp) provisionRoute(f *appRouting, rt *AppRoute, load moduleLoader) error {
-	if err := rt.loadHandlers(load); err != nil {
-		return fmt.Errorf("service_app: route %s: %w", rt.Path, err)
-	}
-	switch {
-	case rt.Path == "*":
-		if rt.Auth == nil {
-			return errors.New("service_app: the \"*\" route must check the token (auth)")
-		}
-		f.guard = rt
-		return nil
-	case rt.Serve == appServeDescriptor:
-		f.descPath = rt.Path
-		f.router.Descriptor(rt.Path, a.descriptorBody)
-		return nil
-	case rt.Serve == appServePublic:
-		f.public = append(f.public, rt.Path)
-		return nil
-	case rt.Serve == appServeSpill:
-		f.spillPath = strings.TrimSuffix(rt.Path, "*")
-		return nil
-	}
-	var h approute.Handler
-	switch {
-	case rt.Webhook != nil:
-		h = routed(rt.Webhook)
-	case rt.Limits != nil:
-		h = routed(rt.Limits)
-	case rt.SignIn != nil:
-		h = routed(rt.SignIn)
-	default:
-		return fmt.Errorf("service_app: route %s has no handler", rt.Path)
-	}
-	if prefix, ok := strings.CutSuffix(rt.Path, "*"); ok {
-		if rt.Webhook != nil {
-			f.router.WebhookPrefix(prefix, h)
-		} else {
-			f.router.Prefix(prefix, h)
-		}
-		return nil
-	}
-	file := f.router.Module
-	if rt.Webhook != nil {
-		file = f.router.Webhook
-	}
-	if other := file(rt.Path, h); other != "" {
-		return fmt.Errorf("service_app: routes %s and %s are one path to the app (they differ only in case, slashes or a ;param)", other, rt.Path)
-	}
-	return nil
-}
-
-// routeRest routes what the routes name beyond their own paths: the public
-// paths, the guard and the sign-in's own paths, the spill downloads, and
-// the descriptor filled in for base_url.
-func (a *ServiceApp) routeRest(ctx caddy.Context, f *appRouting) error {
-	if f.public != nil {
-		if err := f.public.Provision(ctx); err != nil {
-			return fmt.Errorf("service_app: public: %w", err)
-		}
-		f.router.Public(f.public.Match)
-	}
-	g := f.guard
-	if g == nil {
-		return errors.New("service_app: the routes have no \"*\" route guarding every other request")
-	}
-	guard := approute.Guard{Auth: routed(g.Auth), FromQuery: g.Auth.FromQuery}
-	if s := g.SignIn; s != nil {
-		guard.SignIn, guard.SessionCookie = routed(s), s.CookieName
-		if s.flow != nil {
-			guard.Session = s.flow
-		}
-		// The callback and logout paths belong to the sign-in, token or
-		// not; Provision has filled in their defaults.
-		f.router.Exact(s.callbackPath, guard.SignIn)
-		f.router.Exact(s.LogoutPath, guard.SignIn)
-	}
-	if g.Subscription != nil {
-		guard.Subscription = routed(g.Subscription)
-	}
-	f.router.Guard(guard)
-	if err := a.proveWith(g); err != nil {
-		return fmt.Errorf("service_app: installations: %w", err)
-	}
-	for _, rt := range a.Routes {
-		if f.spillPath != "" && rt.Limits != nil && rt.Limits.Spill != nil && rt.Limits.Spill.Path == f.spillPath {
-			f.router.Prefix(f.spillPath, routed(rt.Limits))
-			break
-		}
-	}
-	var err error
-	if a.baseURL != "" && f.descPath != "" {
-		if a.descriptor, err = a.desc.Filled(a.baseURL, a.clientID); err != nil {
-			return fmt.Errorf("service_app: %w", err)
-		}
-	}
-	return nil
-}
-
-// descriptorBody is the descriptor as served for r: filled in with
-// base_url, else with the site's origin.
-func (a *ServiceApp) descriptorBody(r *http.Request) ([]byte, error) {
-	if a.descriptor != nil {
-		return a.descriptor, nil
-	}
-	origin, err := a.origin(r)
-	if err != nil {
-		return nil, err
-	}
-	body, err := a.desc.Filled(origin, a.clientID)
-	if err != nil {
-		return nil, caddyhttp.Error(http.StatusInternalServerError, err)
-	}
-	return body, nil
-}
-
-// moduleLoader loads a handler of service_app's routes: the Caddy module
-// id, from its JSON config, provisioned and validated.
-type moduleLoader func(id string, raw json.RawMessage) (any, error)
-
-// loadHandlers loads the route's handlers, in the order they run, as the
-// Caddy modules they are, and puts the loaded ones in the route.
-func (rt *AppRoute) loadHandlers(load moduleLoader) error {
-	err := loadHandler(load, &rt.Webhook)
-	if err == nil {
-		err = loadHandler(load, &rt.Limits)
-	}
-	if err == nil {
-		err = loadHandler(load, &rt.SignIn)
-	}
-	if err == nil {
-		err = loadHandler(load, &rt.Auth)
-	}
-	if err == nil {
-		err = loadHandler(load, &rt.Subscription)
-	}
-	return err
-}
-
-// loadHandler loads *h, when set, and puts the loaded module in its place.
-func loadHandler[M any, T interface {
-	*M
-	caddy.Module
-}](load moduleLoader, h *T) error {
-	if *h == nil {
-		return nil
-	}
-	raw, err := json.Marshal(*h)
-	if err != nil {
-		return err
-	}
-	v, err := load(string((*h).CaddyModule().ID), raw)
-	if err != nil {
-		return err
-	}
-	*h = v.(T)
-	return nil
-}
-
-// loadLate loads the handlers of routes made after Provision, from a
-// descriptor read in the background. It provisions and validates them by
-// hand, and Cleanup releases them, because Caddy cannot own them: the
-// caddy.Context's list of modules must not change once Provision has
-// returned (Caddy goes on loading the config with it, and walks it when
-// the config unloads), and a context of their own (caddy.NewContext) has
-// a metrics registry of its own, which no metrics endpoint serves.
-func (a *ServiceApp) loadLate(ctx caddy.Context) moduleLoader {
-	return func(id string, raw json.RawMessage) (any, error) {
-		info, err := caddy.GetModule(id)
-		if err != nil {
-			return nil, err
-		}
-		m := info.New()
-		if err := json.Unmarshal(raw, m); err != nil {
-			return nil, err
-		}
-		if p, ok := m.(caddy.Provisioner); ok {
-			err = p.Provision(a.wiring(ctx))
-		}
-		if v, ok := m.(caddy.Validator); ok && err == nil {
-			err = v.Validate()
-		}
-		c, _ := m.(caddy.CleanerUpper)
-		switch {
-		case err != nil && c != nil:
-			return nil, errors.Join(err, c.Cleanup())
-		case err != nil:
-			return nil, err
-		case c != nil:
-			a.cleanups = append(a.cleanups, c)
-		}
-		return m, nil
-	}
-}
-
-// appWiringKey holds, in the context service_app loads its handlers with,
-// the app that loads them.
-type appWiringKey struct{}
-
-// wiring is ctx for the handlers of the app's routes: it names the app, so
-// that each handler gets what the app shares with it (see wire).
-func (a *ServiceApp) wiring(ctx caddy.Context) caddy.Context {
-	ctx.Context = context.WithValue(ctx.Context, appWiringKey{}, a)
-	return ctx
-}
-
-// wireForServiceApp gives m, a handler that service_app loads for one of
-// its routes, what the app shares with its handlers: the site's origin and
-// the installations. The handlers call it first in Provision; for a
-// handler of a site's own route it does nothing.
-func wireForServiceApp(ctx caddy.Context, m caddy.Module) {
-	if a, ok := ctx.Value(appWiringKey{}).(*ServiceApp); ok {
-		a.wire(m)
-	}
-}
-
-// wire gives m what the app shares with the handlers of its routes.
-func (a *ServiceApp) wire(m caddy.Module) {
-	switch m := m.(type) {
-	case *ServiceWebhook:
-		m.origin = a.origin
-		if a.inst != nil {
-			m.installations = a.inst.book
-			if a.inst.header != "" {
-				m.appToken = installationBooks.QueuedToken(a.inst.where, a.inst.header)
-			}
-		}
-	case *ServiceLimits:
-		m.origin = a.origin
-	case *ServiceOAuth:
-		m.origin = a.origin
-	}
-}
 
 // Validate checks what Provision does not.
 func (a *ServiceApp) Validate() error {

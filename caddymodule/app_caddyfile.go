@@ -6,19 +6,15 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/servicegate/servicegate/descriptor"
-	"github.com/servicegate/servicegate/subscription"
 )
 
 func init() {
@@ -28,7 +24,7 @@ func init() {
 		h.Next()
 		at := h.Token()
 		h.Reset()
-		if err := a.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		if err := a.UnmarshalCaddyfile(adaptDispenser(h)); err != nil {
 			return nil, err
 		}
 		if !h.IsNamedRoute() && !siteHasUpstream(h) {
@@ -76,22 +72,6 @@ func siteHasUpstream(h httpcaddyfile.Helper) bool {
 	return false
 }
 
-// addAdaptWarning adds w to the warnings the Caddyfile adapter returns
-// (`caddy adapt` prints them, `caddy run` logs them). httpcaddyfile keeps
-// them in an unexported field of the helper, with no method for a
-// directive to add one; when Caddy changes that field, the warning is
-// logged instead.
-func addAdaptWarning(h httpcaddyfile.Helper, w caddyconfig.Warning) {
-	f := reflect.ValueOf(&h).Elem().FieldByName("warnings")
-	if f.IsValid() && f.Type() == reflect.TypeFor[*[]caddyconfig.Warning]() {
-		if ws := *(**[]caddyconfig.Warning)(unsafe.Pointer(f.UnsafeAddr())); ws != nil {
-			*ws = append(*ws, w)
-			return
-		}
-	}
-	caddy.Log().Warn(w.Message, zap.String("file", w.File), zap.Int("line", w.Line))
-}
-
 // appAdaptTimeout bounds the read of a descriptor by address while the
 // Caddyfile is adapted.
 const appAdaptTimeout = 5 * time.Second
@@ -134,25 +114,17 @@ func (a *ServiceApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return errAt(start, "service_app needs descriptor: the app descriptor file, or its address on the app")
 	}
 	for _, b := range nested {
-		if err := a.parseNested(b); err != nil {
+		if err := a.parseNested(d, b); err != nil {
 			return err
 		}
 	}
-	return a.expandWhileAdapting(start)
+	return a.expandWhileAdapting(d, start)
 }
 
 // subdirectives is the table of service_app's sub-directives. The nested
 // blocks of the handlers it composes are collected in nested, to be read
 // once the rest is known.
 func (a *ServiceApp) subdirectives(nested *[]appBlock) map[string]subdirective {
-	address := func(name string, dst *string) subdirective {
-		return once(func(d *caddyfile.Dispenser) (err error) {
-			if *dst, err = oneArg(d); err == nil {
-				err = appAddressErr(d, name, *dst)
-			}
-			return err
-		})
-	}
 	block := repeatable(func(d *caddyfile.Dispenser) error {
 		b := appBlock{sub: d.Val()}
 		if b.sub == "webhook" || b.sub == "limits" {
@@ -175,15 +147,15 @@ func (a *ServiceApp) subdirectives(nested *[]appBlock) map[string]subdirective {
 		return nil
 	})
 	return map[string]subdirective{
-		"descriptor":      once(stringArg(&a.Descriptor)),
+		"descriptor":      once(urlArg(&a.Descriptor, fileOrURL)),
 		"descriptor_path": once(stringArg(&a.DescriptorPath)),
 		"health":          once(stringArg(&a.Health)),
-		"base_url":        once(stringArg(&a.BaseURL)),
+		"base_url":        once(urlArg(&a.BaseURL, baseURL)),
 		"client_id":       once(stringArg(&a.ClientID)),
 		"client_secret":   once(secretArg("service_app", &a.ClientSecret)),
 		"secrets_file":    once(stringArg(&a.SecretsFile)),
-		"service":         address("service", &a.Service),
-		"auth_url":        address("auth_url", &a.AuthURL),
+		"service":         once(urlArg(&a.Service, baseURL)),
+		"auth_url":        once(urlArg(&a.AuthURL, baseURL)),
 		"app_identifier":  once(stringArg(&a.AppIdentifier)),
 		"app_secret":      repeatable(secretArgs("service_app", &a.AppSecrets)),
 		"public":          repeatable(appendArgs(&a.Public)),
@@ -194,15 +166,13 @@ func (a *ServiceApp) subdirectives(nested *[]appBlock) map[string]subdirective {
 		"auth":          block,
 		"webhook":       block,
 		"limits":        block,
-		otherSubdirective: once(func(d *caddyfile.Dispenser) error {
-			return d.Errf("unrecognized service_app option %q", d.Val())
-		}),
 	}
 }
 
 // expandWhileAdapting reads the descriptor, when it can, and writes its
-// routes into the config; a defect is reported at the directive's line.
-func (a *ServiceApp) expandWhileAdapting(at caddyfile.Token) error {
+// routes into the config; a defect is reported at the directive's line,
+// and a likely one (a module kind a letter off) warned about there.
+func (a *ServiceApp) expandWhileAdapting(d *caddyfile.Dispenser, at caddyfile.Token) error {
 	ctx, cancel := context.WithTimeout(context.Background(), appAdaptTimeout)
 	defer cancel()
 	loaded, err := loadDescriptor(ctx, a.Descriptor, nil)
@@ -220,6 +190,9 @@ func (a *ServiceApp) expandWhileAdapting(at caddyfile.Token) error {
 	if err != nil {
 		return errAt(at, err.Error())
 	}
+	for _, likely := range loaded.Descriptor.LikelyDefects() {
+		adaptWarn(d, at, "service_app", "the app descriptor: "+likely)
+	}
 	a.Routes = routes
 	return nil
 }
@@ -231,31 +204,21 @@ func errAt(tok caddyfile.Token, msg string) error {
 	return d.Err(msg)
 }
 
-// appAddressErr refuses, at the sub-directive's file and line, a service
-// address that is not an http(s) URL.
-func appAddressErr(d *caddyfile.Dispenser, name, value string) error {
-	if err := checkServiceAddress(name, value); err != nil {
-		return d.Err(err.Error())
+// checkAddresses checks service_app's addresses as the Caddyfile's are
+// checked, once their placeholders are resolved.
+func (a *ServiceApp) checkAddresses() error {
+	for _, addr := range []struct {
+		name, value string
+		form        addressForm
+	}{
+		{"descriptor", a.Descriptor, fileOrURL}, {"base_url", a.BaseURL, baseURL},
+		{"service", a.Service, baseURL}, {"auth_url", a.AuthURL, baseURL},
+	} {
+		if _, err := resolvedAddress(addr.name, addr.value, addr.form); err != nil {
+			return fmt.Errorf("service_app: %w", err)
+		}
 	}
 	return nil
-}
-
-// checkServiceAddress is the one check of service and auth_url, for the
-// Caddyfile and for a JSON config: an http(s) URL, or a value holding
-// placeholders (checked by the handlers once resolved). An address without
-// a scheme, the usual slip, is answered with what to write.
-func checkServiceAddress(name, value string) error {
-	if value == "" || strings.ContainsAny(value, "{}") {
-		return nil
-	}
-	err := subscription.ValidateBaseURL(value)
-	if err == nil {
-		return nil
-	}
-	if !strings.Contains(value, "://") {
-		return fmt.Errorf("service_app: %s %q has no scheme: write %s http://%s (or https://)", name, value, name, value)
-	}
-	return fmt.Errorf("service_app: %s: %w", name, err)
 }
 
 // appBlock is a nested block of service_app: the settings of one of the
@@ -282,7 +245,7 @@ func appSegment(d *caddyfile.Dispenser, key string) caddyfile.Segment {
 // here: what service_app supplies itself (secrets, the service's address,
 // the contract) is added when the descriptor is expanded, which names
 // what is missing, and the completed handler is validated when it loads.
-func (a *ServiceApp) parseNested(b appBlock) error {
+func (a *ServiceApp) parseNested(d *caddyfile.Dispenser, b appBlock) error {
 	var settings interface {
 		subdirectives() map[string]subdirective
 		checkSettings() error
@@ -306,11 +269,11 @@ func (a *ServiceApp) parseNested(b appBlock) error {
 		a.Limits = mapWith(a.Limits, b.key, s)
 		settings = s
 	}
-	d := caddyfile.NewDispenser(b.seg)
-	if err := parseDirective(d, settings.subdirectives()); err != nil {
+	nd := nestedDispenser(d, b.seg)
+	if err := parseDirective(nd, settings.subdirectives()); err != nil {
 		return err
 	}
-	return directiveErr(d, settings.checkSettings())
+	return directiveErr(nd, settings.checkSettings())
 }
 
 // mapWith is m, made when nil, with v under key.

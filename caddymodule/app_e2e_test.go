@@ -428,7 +428,7 @@ func TestServiceAppCaddyfile(t *testing.T) {
 		}
 	}
 	for name, c := range map[string]struct{ body, want string }{
-		"unknown option":       {"\t\tcolour blue\n", `unrecognized service_app option "colour"`},
+		"unknown option":       {"\t\tcolour blue\n", `unrecognized service_app sub-directive "colour"`},
 		"subscription twice":   {"\t\tsubscription\n\t\tsubscription\n", "subscription given twice"},
 		"limits twice":         {"\t\tlimits a {\n\t\t\ttimeout 1s\n\t\t}\n\t\tlimits a {\n\t\t\ttimeout 2s\n\t\t}\n", `limits settings for "a" given twice`},
 		"bad nested setting":   {"\t\tlimits {\n\t\t\ttimeout never\n\t\t}\n", "timeout"},

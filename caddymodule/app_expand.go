@@ -15,11 +15,6 @@ import (
 // declared module, the spill path, the descriptor, the public paths and
 // "*" for the rest.
 func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
-	for _, addr := range [][2]string{{"service", a.Service}, {"auth_url", a.AuthURL}} {
-		if err := checkServiceAddress(addr[0], addr[1]); err != nil {
-			return nil, err
-		}
-	}
 	var x appExpansion
 	for _, hook := range desc.Webhooks {
 		if err := a.expandWebhook(&x, hook); err != nil {
@@ -28,6 +23,9 @@ func (a *ServiceApp) Expand(desc *descriptor.Descriptor) ([]AppRoute, error) {
 	}
 	if a.Installations == nil && desc.Events.Any() {
 		x.defects = append(x.defects, eventsWithoutInstallations(desc))
+	}
+	if a.Installations != nil {
+		x.routes = append(x.routes, lifecycleRoutes(desc)...)
 	}
 	for _, f := range desc.FileFormats {
 		if err := a.expandFileModule(&x, descriptor.KindCustomFileFormat, f.Module); err != nil {
@@ -215,10 +213,67 @@ func sameRoutes(a, b []AppRoute) bool {
 	key := func(rs []AppRoute) []string {
 		var out []string
 		for _, r := range rs {
-			out = append(out, r.Path+" "+r.Module+" "+r.Key+" "+r.Serve)
+			out = append(out, r.Path+" "+r.Module+" "+r.Key+" "+r.Serve+" "+r.Event)
 		}
 		slices.Sort(out)
 		return out
 	}
 	return slices.Equal(key(a), key(b))
+}
+
+// lifecycleRoutes are the routes of desc's lifecycle calls, in the order
+// of the service's interface.
+func lifecycleRoutes(desc *descriptor.Descriptor) []AppRoute {
+	var routes []AppRoute
+	for _, ev := range [...]struct{ name, path string }{
+		{descriptor.EventInstalled, desc.Events.Installed},
+		{descriptor.EventUninstall, desc.Events.Uninstall},
+		{descriptor.EventSubscriptionPaid, desc.Events.SubscriptionPaid},
+	} {
+		if ev.path != "" {
+			routes = append(routes, AppRoute{Path: ev.path, Serve: appServeLifecycle, Event: ev.name})
+		}
+	}
+	return routes
+}
+
+// withEarlierLifecycle is the routes of the config, with desc's lifecycle
+// routes added when the config has installations and no lifecycle route:
+// a config adapted by an earlier version of servicegate, which routed the
+// lifecycle calls when the config loaded, so they stay answered.
+func (a *ServiceApp) withEarlierLifecycle(routes []AppRoute, desc *descriptor.Descriptor) []AppRoute {
+	if a.Installations == nil || slices.ContainsFunc(routes, func(rt AppRoute) bool { return rt.Serve == appServeLifecycle }) {
+		return routes
+	}
+	return append(slices.Clip(routes), lifecycleRoutes(desc)...)
+}
+
+// withLifecycleOf is desc with the lifecycle paths of routes, the routes
+// in use: the installations answer the paths the site routes to them,
+// also when the descriptor changed since the config was adapted. A
+// lifecycle route of no known call, or of one routed twice, is refused:
+// the installations would pass its requests on unanswered. Without
+// installations it is desc, whose events are then a defect.
+func (a *ServiceApp) withLifecycleOf(desc *descriptor.Descriptor, routes []AppRoute) (*descriptor.Descriptor, error) {
+	if a.Installations == nil {
+		return desc, nil
+	}
+	d := *desc
+	d.Events = descriptor.Events{}
+	paths := map[string]*string{descriptor.EventInstalled: &d.Events.Installed, descriptor.EventUninstall: &d.Events.Uninstall,
+		descriptor.EventSubscriptionPaid: &d.Events.SubscriptionPaid}
+	for _, rt := range routes {
+		if rt.Serve != appServeLifecycle {
+			continue
+		}
+		p, ok := paths[rt.Event]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("service_app: route %s: event %q is not a lifecycle call of the service (installed, uninstall, subscription_paid)", rt.Path, rt.Event)
+		case *p != "":
+			return nil, fmt.Errorf("service_app: the lifecycle call %s has two routes, %s and %s", rt.Event, *p, rt.Path)
+		}
+		*p = rt.Path
+	}
+	return &d, nil
 }

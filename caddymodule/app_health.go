@@ -74,9 +74,28 @@ func (a *ServiceApp) newHealthCheck(ctx caddy.Context, app string) (*health.App,
 	}
 	if sg != nil {
 		c := sg.Client()
-		hc.Checker.Redis, hc.Checker.RedisAddress = c.Ping, c.Addr()
+		hc.Checker.Redis, hc.Checker.RedisAddress = c.Ping, c.Label()
 	}
 	return hc, nil
+}
+
+// storePinger is what the health check asks of an app's installations:
+// whether their store can be read now (nil: it can). A disk store can
+// once open; a store in Redis can while Redis answers its ping.
+type storePinger interface {
+	Ping(ctx context.Context) error
+}
+
+// installationsCheck is the health check's view of the app's
+// installations: what to ask, and where they are kept; nil without them.
+func (a *ServiceApp) installationsCheck() (func(context.Context) error, string) {
+	if a.inst == nil {
+		return nil, ""
+	}
+	if p, ok := any(a.inst.book).(storePinger); ok {
+		return p.Ping, a.inst.where
+	}
+	return nil, ""
 }
 
 // provisionHealth sets up the app's health check: its endpoint, answered
@@ -96,15 +115,18 @@ func (a *ServiceApp) provisionHealth(ctx caddy.Context, f *appRouting) error {
 		}
 		seen[m.queueKey] = true
 		q := health.QueueSource{Where: m.queueAt, Stats: m.queue.Stats}
-		if !strings.HasPrefix(m.queueKey, "redis\x00") {
-			// A disk queue: its directory must take a new file. A queue
-			// in Redis can store as long as Redis answers.
+		if strings.HasPrefix(m.queueKey, "redis\x00") {
+			// A queue in Redis can store as long as Redis answers.
+			q.Shared, q.Writable = true, hc.Checker.Redis
+		} else {
+			// A disk queue: its directory must take a new file.
 			dir := filepath.Dir(m.queueKey)
 			q.Writable = func(context.Context) error { return health.DirWritable(dir) }
 		}
 		queues = append(queues, q)
 	}
 	hc.Checker.Queues = health.QueuesOf(queues)
+	hc.Checker.Installations, hc.Checker.InstallationsWhere = a.installationsCheck()
 	if a.Health != "off" {
 		hc.Path = cmp.Or(a.Health, appDefaultHealthPath)
 		if f.router.Takes(hc.Path) || (f.spillPath != "" && strings.HasPrefix(hc.Path, f.spillPath)) {
@@ -172,9 +194,11 @@ func serveHealth(hc *health.App) approute.Handler {
 }
 
 // HealthAdmin is the admin API of the health checks: the state of every
-// service_app of the config, as each answers on its own health path.
+// service_app of the config in full (where each part is, what failed, how
+// deep each queue is), of which each app's health path answers the names
+// and states alone.
 //
-//	GET /service/health   200 when every app can serve, else 503
+//	GET /service/health   503 when an app is unavailable, else 200
 type HealthAdmin struct{}
 
 // CaddyModule returns the Caddy module information.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
@@ -24,8 +23,6 @@ import (
 	"github.com/servicegate/servicegate/cluster"
 	"github.com/servicegate/servicegate/descriptor"
 	"github.com/servicegate/servicegate/installations"
-	"github.com/servicegate/servicegate/subscription"
-	"github.com/servicegate/servicegate/token"
 )
 
 // appDefaultTokenHeader carries an organization's app token to the app.
@@ -149,9 +146,9 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		// Shared by every instance: each drops its local copy of an
 		// organization when another announces a change.
 		shared := client.Installations(a.clientID)
-		cfg.Store = shared
-		cfg.Lock = func(ctx context.Context, org string) (func(), error) { return shared.Lock(ctx, org, 2*appTokenTimeout) }
-		where := "redis://" + client.Addr() + "/" + a.clientID
+		cfg.Book.Store = shared
+		cfg.Book.Lock = func(ctx context.Context, org string) (func(), error) { return shared.Lock(ctx, org, 2*appTokenTimeout) }
+		where := "redis " + client.Label() + " " + a.clientID // as the queue names its Redis: never a password
 		if err := a.openInstallations(cfg, where); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
 		}
@@ -175,7 +172,7 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations: %w", err)
 	}
 	release := installationStoreRelease(path)
-	cfg.Store = v.(pooledInstallationStore).BoltStore
+	cfg.Book.Store = v.(pooledInstallationStore).BoltStore
 	if err := a.openInstallations(cfg, path); err != nil {
 		_ = release.Cleanup()
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
@@ -221,7 +218,7 @@ func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Des
 	for _, k := range ic.RetiredKeys {
 		retired = append(retired, []byte(repl.ReplaceKnown(k, "")))
 	}
-	if cfg.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, "")), retired...); err != nil {
+	if cfg.Book.Sealer, err = installations.NewSealer([]byte(repl.ReplaceKnown(ic.Key, "")), retired...); err != nil {
 		return cfg, nil, fmt.Errorf("service_app: installations: %w (is its environment variable or file set?)", err)
 	}
 	if cfg.Service = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.AuthURL, a.Service), ""), "/"); cfg.Service == "" {
@@ -230,62 +227,18 @@ func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Des
 	if cfg.ClientSecret = repl.ReplaceKnown(a.ClientSecret, ""); cfg.ClientSecret == "" {
 		return cfg, nil, errors.New("service_app: installations: client_secret is required: the app asks for app tokens with it")
 	}
-	cfg.ClientID, cfg.TokenTimeout, cfg.Forward = a.clientID, appTokenTimeout, ic.Forward != "off"
-	cfg.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.Service, a.AuthURL), ""), "/")
+	cfg.ClientID, cfg.TokenTimeout, cfg.Handler.Forward = a.clientID, appTokenTimeout, ic.Forward != "off"
+	cfg.Handler.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(cmp.Or(a.Service, a.AuthURL), ""), "/")
 	if h := ic.TokenHeader; h != "off" {
-		cfg.TokenHeader = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
+		cfg.Handler.TokenHeader = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
 	}
-	cfg.Prove, cfg.Confirm, cfg.Source = a.proveAppToken, a.confirmPaid, clientIP
-	cfg.Budget = installations.NewBudget(ic.BudgetPerSource, ic.BudgetOverall, 0, nil)
-	cfg.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
+	cfg.Handler.Prove, cfg.Handler.Confirm, cfg.Handler.Source = a.proveAppToken, a.confirmPaid, clientIP
+	cfg.Handler.Budget = installations.NewBudget(ic.BudgetPerSource, ic.BudgetOverall, 0, nil)
+	cfg.Handler.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
 		installations.Uninstall: desc.Events.Uninstall, installations.SubscriptionPaid: desc.Events.SubscriptionPaid}
-	cfg.Purge, cfg.Refuse = forgetOrganization(ctx), refuse
+	cfg.Handler.Purge, cfg.Handler.Refuse = forgetOrganization(ctx), refuse
 	a.reportInstallations(ctx, &cfg)
 	return cfg, client, nil
-}
-
-// reportInstallations counts and logs what the installations do.
-func (a *ServiceApp) reportInstallations(ctx caddy.Context, cfg *installations.Config) {
-	reg := ctx.GetMetricsRegistry()
-	calls := registerCollector(reg, installationCalls)
-	renewals := registerCollector(reg, installationTokenRenewals)
-	issued, failed := renewals.WithLabelValues("issued"), renewals.WithLabelValues("failed")
-	registerCollector(reg, installationsHeld)
-	registerCollector(reg, installationRecords)
-	unreadable := registerCollector(reg, installationsUnreadable)
-	logger := a.logger.Named("installations")
-	cfg.Renewed = func(org string, err error) {
-		if err != nil {
-			failed.Inc()
-			logger.Warn("an app token could not be had", zap.String("organization", org), zap.Error(err))
-			return
-		}
-		issued.Inc()
-	}
-	cfg.Unreadable = func(org string, err error) {
-		unreadable.Inc()
-		logger.Error("an installation record does not open and is skipped: its organization's deliveries are answered 503 until it is installed again or the record is repaired (was it sealed under a key no longer in key or retired_keys, or copied from another app's store?)",
-			zap.String("organization", org), zap.String("app", a.clientID), zap.Error(err))
-	}
-	cfg.Resealed = func(resealed, failed int) {
-		if failed > 0 {
-			logger.Warn("installation records under a retired key could not all be sealed again; they are tried again at the next start or read",
-				zap.Int("resealed", resealed), zap.Int("failed", failed))
-			return
-		}
-		logger.Info("installation records under a retired key were sealed again under the current key", zap.Int("resealed", resealed))
-	}
-	cfg.Report = func(o installations.Outcome, org string, err error) {
-		if inst := a.inst; inst != nil && inst.recount != nil && (o == installations.Stored || o == installations.Uninstalled) {
-			inst.recount() // what a later load with another client_id reads
-		}
-		calls.WithLabelValues(o.String()).Inc()
-		fields := []zap.Field{zap.String("outcome", o.String()), zap.String("organization", org)}
-		if err != nil {
-			fields = append(fields, zap.Error(err))
-		}
-		logger.Info("lifecycle call", fields...)
-	}
 }
 
 // openInstallations opens the installations of cfg, kept at where (as the
@@ -303,93 +256,17 @@ func (a *ServiceApp) openInstallations(cfg installations.Config, where string) e
 	return nil
 }
 
-// lifecycleProof is what service_app proves lifecycle calls with, known
-// once the guard's handlers are loaded (see routeRest): the verifier of
-// the service's tokens, and the subscription query.
-type lifecycleProof struct {
-	verifier *token.Verifier
-	client   *subscription.Client
-	base     string // may hold {http.service.organization}
-	app      string
-}
-
-// proveAppToken verifies an app token the service issued, as the guard's
-// service_auth verifies a user's token (the same keys, issuer and
-// audience), and names the organization of its claims.
-func (a *ServiceApp) proveAppToken(ctx context.Context, raw string) (installations.Org, error) {
-	p := a.proof
-	if p == nil || p.verifier == nil {
-		return installations.Org{}, errors.New("the routes are not loaded")
-	}
-	claims, err := p.verifier.Verify(ctx, raw)
-	if err != nil {
-		return installations.Org{}, err
-	}
-	return installations.OrgOf(claims), nil
-}
-
-// confirmPaid asks the service's subscription query, with the
-// organization's app token, whether its subscription is paid.
-func (a *ServiceApp) confirmPaid(ctx context.Context, in *installations.Installation, appToken string) (installations.Confirmation, error) {
-	p := a.proof
-	if p == nil {
-		return installations.Confirmation{}, errors.New("the routes are not loaded")
-	}
-	repl := caddy.NewReplacer()
-	repl.Set(organizationVarName, cmp.Or(in.Domain, in.OrganizationID))
-	qctx, cancel := context.WithTimeout(ctx, appTokenTimeout)
-	defer cancel()
-	ans, err := p.client.Query(qctx, repl.ReplaceAll(p.base, ""), p.app, appToken)
-	if err != nil {
-		return installations.Confirmation{}, err
-	}
-	return installations.Confirmation{Paid: ans.Status == subscription.Active && ans.ActiveAt(time.Now()), Expires: ans.Expires}, nil
-}
-
-// proveWith keeps what the guard g proves lifecycle calls with.
-func (a *ServiceApp) proveWith(g *AppRoute) error {
+// routeLifecycle routes a lifecycle route to the installations.
+func (a *ServiceApp) routeLifecycle(router *approute.Router, rt *AppRoute) error {
 	if a.inst == nil {
-		return nil
-	}
-	p := &lifecycleProof{verifier: g.Auth.verifier, app: cmp.Or(caddy.NewReplacer().ReplaceKnown(a.AppIdentifier, ""), a.desc.Identifier)}
-	if s := g.Subscription; s != nil {
-		p.client, p.base, p.app = s.client, s.base, s.app
-	} else {
-		var err error
-		if p.client, err = subscription.NewClient(""); err != nil {
-			return err
-		}
-		p.base = strings.TrimSuffix(caddy.NewReplacer().ReplaceKnown(a.Service, ""), "/")
-	}
-	a.proof = p
-	return nil
-}
-
-// clientIP is the address a request comes from, as Caddy's trusted_proxies
-// settle it.
-func clientIP(r *http.Request) string {
-	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
-		return ip
-	}
-	return r.RemoteAddr
-}
-
-// routeLifecycle routes the lifecycle paths of desc to the installations.
-func (a *ServiceApp) routeLifecycle(router *approute.Router, desc *descriptor.Descriptor) error {
-	if a.inst == nil {
-		return nil
+		return fmt.Errorf("service_app: route %s answers the lifecycle call %s, which needs an installations block", rt.Path, rt.Event)
 	}
 	h := a.inst.handler
 	lifecycle := func(w http.ResponseWriter, r *http.Request, next approute.Next) error { return h.Serve(w, r, next) }
-	for _, p := range []string{desc.Events.Installed, desc.Events.Uninstall, desc.Events.SubscriptionPaid} {
-		if p == "" {
-			continue
-		}
-		// Every spelling of a lifecycle path that a lenient router takes
-		// for it gets the lifecycle's checks, as module urls do.
-		if other := router.Module(p, lifecycle); other != "" {
-			return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", p, other)
-		}
+	// Every spelling of a lifecycle path that a lenient router takes for
+	// it gets the lifecycle's checks, as module urls do.
+	if other := router.Module(rt.Path, lifecycle); other != "" {
+		return fmt.Errorf("service_app: the lifecycle path %s and %s are one path to the app (they differ only in case, slashes or a ;param)", rt.Path, other)
 	}
 	return nil
 }
@@ -408,24 +285,6 @@ type cleanupFunc func()
 
 // Cleanup implements caddy.CleanerUpper.
 func (f cleanupFunc) Cleanup() error { f(); return nil }
-
-// forgetOrganization forgets the cached subscription answers of an
-// organization, by id and by domain, in this process and, with the
-// servicegate option, on every instance.
-func forgetOrganization(ctx caddy.Context) func(id, domain string) {
-	sg, _ := servicegateApp(ctx)
-	return func(id, domain string) {
-		for _, org := range []string{id, domain} {
-			if org == "" {
-				continue
-			}
-			forgetLocalSubscriptions(org)
-			if sg != nil && sg.Subscriptions() != nil {
-				_, _ = sg.Subscriptions().Forget(ctx, org)
-			}
-		}
-	}
-}
 
 func (ic *AppInstallations) validate() error {
 	switch {
@@ -463,7 +322,7 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 	}
 	ic := new(AppInstallations)
 	err := parseBlock(d, "installations", map[string]subdirective{
-		"key":          once(stringArg(&ic.Key)),
+		"key":          once(installationsKeyArg(&ic.Key)),
 		"store":        once(stringArg(&ic.Store)),
 		"forward":      once(stringArg(&ic.Forward)),
 		"token_header": once(stringArg(&ic.TokenHeader)),

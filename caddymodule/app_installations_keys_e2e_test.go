@@ -176,17 +176,59 @@ func TestInstallationsBadRecordHarmsNothing(t *testing.T) {
 			t.Errorf("the skipped record %s is not logged", org)
 		}
 	}
+	// At run time: globex's record damaged and the change announced, as
+	// another instance announces one, is skipped; and acme's installation is
+	// repaired below.
+	if _, err := srv.Do("HSET", hash, "2", "damaged"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Do("PUBLISH", hash+":changed", "2"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		resp := deliverTo(t, base, "globex.example", "2", globex)
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("globex's record damaged at run time: %d", resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(p.logText(), `"organization":"2"`) {
+		t.Error("the record damaged at run time is not logged")
+	}
+
 	// Installed again, acme is repaired.
 	if call, err := svc.InstallApp(context.Background(), nil, base+"/installed", "acme.example", svc.URL); err != nil || !call.OK() {
 		t.Fatalf("reinstall: %+v %v", call, err)
 	}
 	acme, _ = svc.AppSecret("acme.example")
-	deadline := time.Now().Add(2 * time.Second)
+	deadline = time.Now().Add(2 * time.Second)
 	for deliverTo(t, base, "acme.example", "1", acme).StatusCode != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("acme's reinstallation did not repair it")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// Acme's repaired record copied into another app's store, under the same
+	// organization and sealed with the same key, does not open there: seals
+	// bind the app.
+	acmeRecord, _ := srv.Do("HGET", hash, "1")
+	otherBase := "http://127.0.0.1:" + strconv.Itoa(freePort())
+	otherSite := strings.Replace(svc.site(t, app.URL), "http://localhost:{port}", otherBase, 1)
+	otherSite = strings.Replace(otherSite, "client_id "+svc.clientID, "client_id another-app", 1)
+	if _, err := srv.Do("HSET", redisInstallationsKey("another-app"), "1", acmeRecord); err != nil {
+		t.Fatal(err)
+	}
+	other := startCaddyProcess(t, "{\n\tadmin off\n\tpersist_config off\n\tskip_install_trust\n\tauto_https off\n\tservicegate {\n\t\tredis "+srv.URL()+"\n\t}\n}\n"+otherSite)
+	waitListening(t, otherBase+"/manifest.json", other)
+	if resp := deliverTo(t, otherBase, "acme.example", "1", acme); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a record copied from another app: %d\n%s", resp.StatusCode, other.logText())
+	}
+	if !strings.Contains(other.logText(), `"organization":"1"`) {
+		t.Error("the copied record is not reported")
 	}
 }
 

@@ -198,7 +198,8 @@ func TestServiceAppTraversalE2E(t *testing.T) {
 // naming the file and line; with reverse_proxy there is none.
 func TestServiceAppWithoutUpstreamWarnsAtAdapt(t *testing.T) {
 	path := appDescriptorFile(t)
-	block := "\tservice_app {\n\t\tdescriptor " + path + "\n\t\tclient_id c\n\t\tclient_secret s\n\t\tapp_secret w\n\t}\n"
+	// The secrets from the environment: written out, they are warned about.
+	block := "\tservice_app {\n\t\tdescriptor " + path + "\n\t\tclient_id c\n\t\tclient_secret {env.CLIENT_SECRET}\n\t\tapp_secret {env.APP_SECRET}\n\t}\n"
 	adapter := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}
 	_, warnings, err := adapter.Adapt([]byte("localhost {\n"+block+"}\n"), map[string]any{"filename": "Caddyfile"})
 	if err != nil {

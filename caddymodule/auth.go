@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
@@ -204,9 +203,9 @@ func (a *ServiceAuth) loadKeys(ctx caddy.Context) (token.Keys, error) {
 		}
 		return keys, nil
 	}
-	u := caddy.NewReplacer().ReplaceKnown(a.JWKSURL, "")
-	if pu, err := url.Parse(u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
-		return nil, fmt.Errorf("service_auth: jwks_url %q is not an http(s) URL", u)
+	u, err := resolvedAddress("jwks_url", a.JWKSURL, anyURL)
+	if err != nil {
+		return nil, fmt.Errorf("service_auth: %w", err)
 	}
 	a.jwks = token.NewJWKS(u, token.JWKSOptions{
 		Refresh:     time.Duration(a.JWKSRefresh),

@@ -1,9 +1,6 @@
 package caddymodule
 
 import (
-	"net/url"
-	"strings"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -16,7 +13,7 @@ func init() {
 	caddy.RegisterModule(ServiceAuth{})
 	httpcaddyfile.RegisterHandlerDirective("service_auth", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		a := new(ServiceAuth)
-		return a, a.UnmarshalCaddyfile(h.Dispenser)
+		return a, a.UnmarshalCaddyfile(adaptDispenser(h))
 	})
 }
 
@@ -49,7 +46,7 @@ func (a *ServiceAuth) subdirectives() map[string]subdirective {
 	return map[string]subdirective{
 		"hs256_secret":      once(secretArg("service_auth", &a.HS256Secret)),
 		"public_key":        once(stringArg(&a.PublicKey)),
-		"jwks_url":          once(a.parseJWKSURL),
+		"jwks_url":          once(urlArg(&a.JWKSURL, anyURL)),
 		"jwks_refresh":      once(zeroOrMoreDurationTo(&a.JWKSRefresh)),
 		"jwks_min_interval": once(zeroOrMoreDurationTo(&a.JWKSMinInterval)),
 		"audience":          repeatable(appendArgs(&a.Audience)),
@@ -77,19 +74,6 @@ func (a *ServiceAuth) subdirectives() map[string]subdirective {
 			return err
 		}),
 	}
-}
-
-// parseJWKSURL reads jwks_url, checking a URL without placeholders now.
-func (a *ServiceAuth) parseJWKSURL(d *caddyfile.Dispenser) (err error) {
-	if a.JWKSURL, err = oneArg(d); err != nil {
-		return err
-	}
-	if !strings.Contains(a.JWKSURL, "{") {
-		if u, err := url.Parse(a.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return d.Errf("jwks_url %q is not an http(s) URL", a.JWKSURL)
-		}
-	}
-	return nil
 }
 
 // parseClaimHeader reads "claim_header <Header> <claim.path>".

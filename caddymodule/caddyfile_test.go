@@ -108,6 +108,14 @@ func TestSubdirectivesAlike(t *testing.T) {
 			t.Run("unknown", func(t *testing.T) {
 				wantErr(t, append(g.valid[:len(g.valid):len(g.valid)], "bogus 1"), at, `unrecognized `+g.name+` sub-directive "bogus"`)
 			})
+			t.Run("a slip", func(t *testing.T) {
+				// The first valid sub-directive, its last letter left out
+				// and its first in capitals: the nearest name is offered.
+				name := strings.Fields(g.valid[0])[0]
+				slip := strings.ToUpper(name[:1]) + name[1:len(name)-1]
+				wantErr(t, append(g.valid[:len(g.valid):len(g.valid)], slip+" 1"), at,
+					fmt.Sprintf(`unrecognized %s sub-directive %q; did you mean %q?`, g.name, slip, name))
+			})
 			t.Run("argument on the directive line", func(t *testing.T) {
 				err := adaptDirective(g.name+" extra", g.valid)
 				if err == nil || !strings.Contains(err.Error(), "wrong argument count") || !strings.Contains(err.Error(), "Caddyfile:3") {
@@ -182,7 +190,7 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"webhook queue dir with redis", "service_webhook", []string{"secret s", "queue {", "to http://127.0.0.1:3000", "store redis", "dir /tmp/q", "}"}, 3, "with store redis, leave it out"},
 		{"subscription without base_url", "service_subscription", []string{"app_identifier a"}, 3, "base_url is required"},
 		{"subscription without app_identifier", "service_subscription", []string{"base_url http://127.0.0.1:8081"}, 3, "app_identifier is required"},
-		{"subscription base_url not http", "service_subscription", []string{"app_identifier a", "base_url ftp://x.example"}, 5, "not http or https"},
+		{"subscription base_url not http", "service_subscription", []string{"app_identifier a", "base_url ftp://x.example"}, 5, "not an http(s) URL"},
 		{"subscription base_url with query", "service_subscription", []string{"app_identifier a", "base_url https://x.example/?a=1"}, 5, "query"},
 		{"subscription unknown time zone", "service_subscription", []string{"app_identifier a", "base_url https://x.example", "time_zone Mars/Olympus"}, 6, "time_zone"},
 		{"auth two keys", "service_auth", []string{"hs256_secret s", "jwks_url https://x.example/jwks"}, 3, "exactly one of hs256_secret, public_key and jwks_url"},
@@ -192,7 +200,8 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"oauth without scopes", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example"}, 3, "needs client_id, client_secret, auth_url and scopes"},
 		{"oauth logout_path not a path", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "logout_path out"}, 3, "logout_path"},
 		{"oauth redirect_uri is logout_path", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "redirect_uri /x", "logout_path /x"}, 3, "must differ"},
-		{"oauth bad redirect_uri", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "redirect_uri ftp://x"}, 3, "redirect_uri"},
+		{"oauth bad redirect_uri", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "redirect_uri ftp://x"}, 8, "redirect_uri"},
+		{"oauth redirect_uri without a path", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "redirect_uri https://x.example"}, 3, "needs a path"},
 		{"oauth bad cookie name", "service_oauth", []string{"client_id c", "client_secret s", "auth_url https://a.example", "scopes p", "cookie_name a;b"}, 3, "cookie_name"},
 		{"limits mode without contract", "service_limits", []string{"mode report"}, 3, "mode needs contract"},
 		{"limits spill without contract", "service_limits", []string{"spill"}, 3, "spill needs contract"},

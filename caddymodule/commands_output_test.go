@@ -48,6 +48,10 @@ func TestCommandsWritePlainText(t *testing.T) {
 	if err := os.WriteFile(desc, []byte(`{"modules":{"webhook":[{"key":"events-hook","url":"/webhooks","events":["project.translated"]}]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	slip := filepath.Join(t.TempDir(), "slip.json")
+	if err := os.WriteFile(slip, []byte(`{"modules":{"webhok":[{"key":"events-hook","url":"/webhooks","events":["project.translated"]}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// send goes through the emulator.
 	svc, err := emulator.New(emulator.Config{ClientID: "demo-client", ClientSecret: "demo-client-secret", RedirectURIs: []string{app.URL + "/oauth/callback"}})
 	if err != nil {
@@ -73,6 +77,8 @@ func TestCommandsWritePlainText(t *testing.T) {
 		{"send without emulator", []string{"service-app", "send", "--descriptor", desc, "--app", app.URL, "--emulator", "http://127.0.0.1:1"}, 1,
 			"", "caddy service-app send: asking the emulator at http://127.0.0.1:1"},
 		{"send without app", []string{"service-app", "send", "--descriptor", desc}, 1, "", "caddy service-app send: --descriptor and --app are required\n"},
+		{"check names a near miss", []string{"service-app", "check", slip}, 1,
+			`  likely defect: modules.webhok is not a module kind servicegate routes; did you mean "webhook"?`, ""},
 		{"check without descriptor", []string{"service-app", "check", desc + ".absent"}, 1, "", "caddy service-app check: reading the app descriptor"},
 		{"lifecycle call without emulator", []string{"service-app", "install", "--app", app.URL, "--descriptor", desc, "--emulator", "http://127.0.0.1:1", "--timeout", "2s"}, 1, "", "caddy service-app install: "},
 	}

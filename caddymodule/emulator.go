@@ -161,11 +161,22 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 		TokenLifetime: time.Duration(m.TokenLifetime),
 		CodeLifetime:  time.Duration(m.CodeLifetime),
 	}
+	for _, u := range m.RedirectURIs {
+		if err := checkAddress("redirect_uri", u, anyURL); err != nil {
+			return fmt.Errorf("service_emulator: %w", err)
+		}
+	}
 	if c := m.Console; c != nil {
+		if err := checkAddress("console app", c.App, anyURL); err != nil {
+			return fmt.Errorf("service_emulator: %w", err)
+		}
 		cfg.Console = emulator.ConsoleConfig{Off: c.Off, Keep: c.Keep, App: repl.ReplaceKnown(c.App, "")}
 	}
 	cfg.Console.Gateway = emulatorVerdicts
 	for _, org := range m.Organizations {
+		if err := checkAddress("organization "+org.Domain+": unpaid", org.SubscribeLink, anyURL); err != nil {
+			return fmt.Errorf("service_emulator: %w", err)
+		}
 		o := emulator.Organization{Domain: org.Domain, ID: org.ID, SubscribeLink: org.SubscribeLink}
 		if org.ActiveUntil != "" {
 			if o.ActiveUntil, err = emulator.ParseActiveUntil(org.ActiveUntil); err != nil {

@@ -17,7 +17,7 @@ func init() {
 	caddy.RegisterModule(ServiceEmulator{})
 	httpcaddyfile.RegisterHandlerDirective("service_emulator", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		m := new(ServiceEmulator)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
+		return m, m.UnmarshalCaddyfile(adaptDispenser(h))
 	})
 }
 
@@ -46,7 +46,7 @@ func (m *ServiceEmulator) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"client_secret":  once(secretArg("service_emulator", &m.ClientSecret)),
 		"app_identifier": once(stringArg(&m.AppIdentifier)),
 		"issuer":         once(stringArg(&m.Issuer)),
-		"redirect_uri":   repeatable(appendArgs(&m.RedirectURIs)),
+		"redirect_uri":   repeatable(urlArgs(&m.RedirectURIs, anyURL)),
 		"token_lifetime": once(func(d *caddyfile.Dispenser) (err error) {
 			// Tokens carry whole seconds (exp, iat).
 			if m.TokenLifetime, err = durationArg(d, false); err == nil && time.Duration(m.TokenLifetime) < time.Second {
@@ -121,7 +121,7 @@ func unmarshalEmulatedOrganization(d *caddyfile.Dispenser) (EmulatedOrganization
 			org.ActiveUntil = v
 			return nil
 		}),
-		"unpaid":  state(stringArg(&org.SubscribeLink)),
+		"unpaid":  state(urlArg(&org.SubscribeLink, anyURL)),
 		"missing": state(noArg),
 	})
 	if err != nil {

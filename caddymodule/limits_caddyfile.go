@@ -16,7 +16,7 @@ func init() {
 	caddy.RegisterModule(ServiceLimits{})
 	httpcaddyfile.RegisterHandlerDirective("service_limits", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		m := new(ServiceLimits)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
+		return m, m.UnmarshalCaddyfile(adaptDispenser(h))
 	})
 }
 
@@ -98,11 +98,11 @@ func (l *ServiceLimits) subdirectives() map[string]subdirective {
 			}
 			return err
 		})),
-		"spill_base_url": once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return stringArg(&s.BaseURL)(d) })),
+		"spill_base_url": once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return urlArg(&s.BaseURL, baseURL)(d) })),
 		"spill_ttl":      once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return durationTo(&s.TTL)(d) })),
 		"spill_dir":      once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return stringArg(&s.Dir)(d) })),
 		"spill_max_size": once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return sizeTo(&s.MaxSize)(d) })),
-		"spill_key":      once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return stringArg(&s.Key)(d) })),
+		"spill_key":      once(spill(func(s *SpillOptions, d *caddyfile.Dispenser) error { return secretArg("service_limits", &s.Key)(d) })),
 
 		"inline":          once(inline(func(_ *InlineOptions, d *caddyfile.Dispenser) error { return noArg(d) })),
 		"inline_hosts":    repeatable(inline(func(in *InlineOptions, d *caddyfile.Dispenser) error { return appendArgs(&in.Hosts)(d) })),

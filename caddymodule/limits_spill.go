@@ -107,7 +107,11 @@ func (l *ServiceLimits) provisionSpill(ctx caddy.Context) (*modulecall.Spill, er
 		}
 		key = []byte(k)
 	}
-	s.BaseURL = strings.TrimSuffix(repl.ReplaceKnown(s.BaseURL, ""), "/")
+	base, err := resolvedAddress("spill_base_url", s.BaseURL, baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("service_limits: %w", err)
+	}
+	s.BaseURL = strings.TrimSuffix(base, "/")
 	if s.BaseURL == "" && l.origin == nil {
 		site := &siteOrigin{fix: "set spill_base_url in service_limits"}
 		site.warnHostless(ctx, l.logger, "handing an answer over max_response_size over by link")

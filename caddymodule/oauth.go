@@ -174,8 +174,12 @@ func (m *ServiceOAuth) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	authURL, err := resolvedAddress("auth_url", m.AuthURL, baseURL)
+	if err != nil {
+		return fmt.Errorf("service_oauth: %w", err)
+	}
 	client := &oauth.Client{
-		AuthURL:      strings.TrimSuffix(repl.ReplaceKnown(m.AuthURL, ""), "/"),
+		AuthURL:      strings.TrimSuffix(authURL, "/"),
 		ClientID:     repl.ReplaceKnown(m.ClientID, ""),
 		ClientSecret: secret,
 		Scopes:       m.Scopes,
@@ -321,6 +325,15 @@ func (m *ServiceOAuth) Validate() error {
 // supplies those of its sign_in block.
 func (m *ServiceOAuth) checkSettings() error {
 	logoutPath, cookieName := cmp.Or(m.LogoutPath, oauthDefaultLogout), cmp.Or(m.CookieName, oauthDefaultCookie)
+	for _, addr := range [][2]string{{"auth_url", m.AuthURL}, {"logout_redirect", m.LogoutRedirect}} {
+		form := baseURL
+		if addr[0] == "logout_redirect" {
+			form = pathOrURL
+		}
+		if err := checkAddress(addr[0], addr[1], form); err != nil {
+			return fmt.Errorf("service_oauth: %w", err)
+		}
+	}
 	switch {
 	case m.SessionStore != "" && m.SessionStore != oauthStoreMemory && m.SessionStore != oauthStoreStorage && m.SessionStore != oauthStoreRedis:
 		return fmt.Errorf("service_oauth: session_store must be memory, storage or redis, not %q", m.SessionStore)

@@ -13,7 +13,7 @@ func init() {
 	caddy.RegisterModule(ServiceOAuth{})
 	httpcaddyfile.RegisterHandlerDirective("service_oauth", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		m := new(ServiceOAuth)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
+		return m, m.UnmarshalCaddyfile(adaptDispenser(h))
 	})
 }
 
@@ -54,15 +54,15 @@ func (m *ServiceOAuth) subdirectives() map[string]subdirective {
 	return map[string]subdirective{
 		"client_id":     once(stringArg(&m.ClientID)),
 		"client_secret": once(secretArg("service_oauth", &m.ClientSecret)),
-		"auth_url":      once(stringArg(&m.AuthURL)),
+		"auth_url":      once(urlArg(&m.AuthURL, baseURL)),
 		"scopes":        repeatable(appendArgs(&m.Scopes)),
-		"redirect_uri":  once(stringArg(&m.RedirectURI)),
+		"redirect_uri":  once(urlArg(&m.RedirectURI, pathOrURL)),
 		"logout_path":   once(stringArg(&m.LogoutPath)),
 		"cookie_secure": once(func(d *caddyfile.Dispenser) error {
 			m.CookieSecure = new(bool)
 			return onOffTo(m.CookieSecure)(d)
 		}),
-		"logout_redirect":     once(stringArg(&m.LogoutRedirect)),
+		"logout_redirect":     once(urlArg(&m.LogoutRedirect, pathOrURL)),
 		"cookie_name":         once(stringArg(&m.CookieName)),
 		"cookie_domain":       once(stringArg(&m.CookieDomain)),
 		"cookie_path":         once(stringArg(&m.CookiePath)),

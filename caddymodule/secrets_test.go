@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -54,5 +55,40 @@ func TestUnsetSecretVariableAtItsLine(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, wantWarning) ||
 		!strings.Contains(stderr, "the environment variable SERVICEGATE_TEST_UNSET_VARIABLE is not set, or set to nothing") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s\nwant the warning %s", code, stdout, stderr, wantWarning)
+	}
+}
+
+// TestWrittenRedisPasswordWarnedAtItsLine: a Redis password written into
+// the servicegate global option, in its URL or as password, is warned
+// about at its file and line by `caddy adapt`, without the password. (A
+// global option cannot add to the adapter's warnings: the warning is a
+// log line with the file and line.)
+func TestWrittenRedisPasswordWarnedAtItsLine(t *testing.T) {
+	for _, tt := range []struct{ option, what string }{
+		{"redis redis://:a-written-password@127.0.0.1:6379", "the password in the redis URL"},
+		{"redis_sentinel mymaster 127.0.0.1:26379\n\t\tpassword a-written-password", "password"},
+	} {
+		file := filepath.Join(t.TempDir(), "Caddyfile")
+		if err := os.WriteFile(file, []byte("{\n\tservicegate {\n\t\t"+tt.option+"\n\t}\n}\n:0 {\n\trespond ok\n}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		line := 3 + strings.Count(tt.option, "\n")
+		code, stdout, stderr := runCommand(t, "adapt", "--config", file)
+		want := `"msg":"servicegate: ` + tt.what + ` is written into the Caddyfile`
+		at := `"file":"` + file + `","line":` + strconv.Itoa(line)
+		if code != 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, at) || !strings.Contains(stderr, "write {env.NAME} or {file.PATH}") {
+			t.Errorf("%s: exit %d\nstdout %s\nstderr %s\nwant %s … %s", tt.option, code, stdout, stderr, want, at)
+		}
+		if strings.Contains(stderr, "a-written-password") {
+			t.Errorf("%s: the warning quotes the password:\n%s", tt.option, stderr)
+		}
+	}
+	// From the environment when the config loads: no warning.
+	file := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(file, []byte("{\n\tservicegate {\n\t\tredis redis://:{env.REDIS_PASSWORD}@127.0.0.1:6379\n\t}\n}\n:0 {\n\trespond ok\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCommand(t, "adapt", "--config", file); code != 0 || strings.Contains(stderr, "is written into the Caddyfile") {
+		t.Errorf("{env.REDIS_PASSWORD}: exit %d\n%s", code, stderr)
 	}
 }

@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"strings"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -31,7 +33,13 @@ func parseServicegateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	}
 	app := new(Servicegate)
 	err := parseDirective(d, map[string]subdirective{
-		"redis": once(stringArg(&app.Redis)),
+		"redis": once(func(d *caddyfile.Dispenser) (err error) {
+			at := d.Token()
+			if app.Redis, err = oneArg(d); err == nil {
+				warnWrittenSecret(d, at, "servicegate", "the password in the redis URL", redisURLPassword(app.Redis))
+			}
+			return err
+		}),
 		"redis_sentinel": once(func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 2 {
@@ -44,7 +52,7 @@ func parseServicegateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			app.RedisCluster, err = someArgs(d)
 			return err
 		}),
-		"password":         once(stringArg(&app.Password)),
+		"password":         once(secretArg("servicegate", &app.Password)),
 		"tls":              once(onOffTo(&app.TLS)),
 		"key_prefix":       once(stringArg(&app.KeyPrefix)),
 		"timeout":          once(durationTo(&app.Timeout)),
@@ -58,4 +66,22 @@ func parseServicegateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		return nil, directiveErr(d, err)
 	}
 	return httpcaddyfile.App{Name: "servicegate", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// redisURLPassword is the password a Redis URL carries
+// (rediss://:password@host:port), or "".
+func redisURLPassword(redisURL string) string {
+	_, rest, ok := strings.Cut(redisURL, "://")
+	if !ok {
+		return ""
+	}
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	at := strings.LastIndexByte(rest, '@')
+	if at < 0 {
+		return ""
+	}
+	_, password, _ := strings.Cut(rest[:at], ":")
+	return password
 }

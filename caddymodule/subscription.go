@@ -179,13 +179,12 @@ func (h *ServiceSubscription) resolveConfig() error {
 	if h.app == "" {
 		return errors.New("service_subscription: app_identifier is empty once its placeholders are resolved")
 	}
-	h.base = repl.ReplaceKnown(h.BaseURL, "")
-	h.dynamicBase = strings.ContainsAny(h.base, "{}")
-	if !h.dynamicBase {
-		if err := subscription.ValidateBaseURL(h.base); err != nil {
-			return fmt.Errorf("service_subscription base_url: %w", err)
-		}
+	base, err := resolvedAddress("base_url", h.BaseURL, baseURL)
+	if err != nil {
+		return fmt.Errorf("service_subscription: %w", err)
 	}
+	h.base = base
+	h.dynamicBase = strings.ContainsAny(h.base, "{}")
 	h.policy = subscription.Policy{
 		NegativeTTL: time.Duration(h.NegativeTTL),
 		Timeout:     time.Duration(h.Timeout),

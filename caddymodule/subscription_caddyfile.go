@@ -1,22 +1,19 @@
 package caddymodule
 
 import (
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/servicegate/servicegate/subscription"
 )
 
 func init() {
 	caddy.RegisterModule(ServiceSubscription{})
 	httpcaddyfile.RegisterHandlerDirective("service_subscription", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		m := new(ServiceSubscription)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
+		return m, m.UnmarshalCaddyfile(adaptDispenser(h))
 	})
 }
 
@@ -45,18 +42,9 @@ func (h *ServiceSubscription) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (h *ServiceSubscription) subdirectives() map[string]subdirective {
 	return map[string]subdirective{
 		"app_identifier": once(stringArg(&h.AppIdentifier)),
-		"base_url": once(func(d *caddyfile.Dispenser) (err error) {
-			if h.BaseURL, err = oneArg(d); err != nil {
-				return err
-			}
-			// One with placeholders is checked once they are resolved.
-			if !strings.ContainsAny(h.BaseURL, "{}") {
-				if err := subscription.ValidateBaseURL(h.BaseURL); err != nil {
-					return d.Errf("service_subscription base_url: %v", err)
-				}
-			}
-			return nil
-		}),
+		// One with placeholders is checked once they are resolved, one
+		// of the request on each request.
+		"base_url": once(urlArg(&h.BaseURL, baseURL)),
 		"time_zone": once(func(d *caddyfile.Dispenser) (err error) {
 			if h.TimeZone, err = oneArg(d); err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -139,6 +140,9 @@ func TestTracesE2E(t *testing.T) {
 		t.Fatalf("tracing not added to the sites:\n%s", sites)
 	}
 	startCaddy(t, sites)
+	// The first check must query the service: an answer an earlier test
+	// left in the process's cache would make both checks cache hits.
+	forgetLocalSubscriptions("acme.example")
 	tok, err := emulator.MintToken("demo-client-secret", emulator.Token{
 		Issuer: "service-emulator", Audience: "demo-client", UserID: 7, OrganizationID: 1, Domain: "acme.example", Lifetime: time.Hour,
 	})
@@ -321,5 +325,58 @@ func TestTracesQueueReopenE2E(t *testing.T) {
 	defer app.mu.Unlock()
 	if tp := app.header.Get("Traceparent"); !strings.HasPrefix(tp, "00-"+enqueue.trace+"-") {
 		t.Errorf("the app got traceparent %q, want one in the delivery's trace %s", tp, enqueue.trace)
+	}
+}
+
+// TestTracesQueueAfterRestartE2E: a delivery stored before Caddy is killed
+// is attempted as soon as Caddy starts again, before any other delivery
+// arrives, and that attempt shows under the request that delivered it: the
+// new process learns its tracer from the config, not from a delivery.
+func TestTracesQueueAfterRestartE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Caddy processes: skipped in -short mode")
+	}
+	rcv := newOTLPReceiver(t)
+	env := []string{"OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=50"}
+	app := newQueueApp(t) // down until the first process is gone
+	port := freePort()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	conf := strings.Replace(queueProcessCaddyfile(port, app, "", "dir "+t.TempDir()),
+		"\troute /webhooks {", "\ttracing {\n\t\tspan webhooks\n\t}\n\troute /webhooks {", 1)
+	if !strings.Contains(conf, "span webhooks") {
+		t.Fatalf("tracing not added to the site:\n%s", conf)
+	}
+
+	first := startCaddyProcess(t, conf, env...)
+	waitListening(t, base+"/ready", first)
+	if status, err := sendQueuedTo(base+"/webhooks", "acme.example", queuedDelivery(1)); err != nil || status != http.StatusAccepted {
+		t.Fatalf("delivery: %d %v", status, err)
+	}
+	enqueue := rcv.find(t, "servicegate.webhook.enqueue", func(exportedSpan) bool { return true })
+	rcv.find(t, "servicegate.webhook.attempt", func(s exportedSpan) bool { return childOf(enqueue)(s) && s.failed != "" })
+	first.kill()
+
+	app.up(t)
+	second := startCaddyProcess(t, conf, env...)
+	waitUntil(t, "the stored delivery to reach the app", func() bool { return app.total() == 1 })
+	attempt := rcv.find(t, "servicegate.webhook.attempt", func(s exportedSpan) bool { return childOf(enqueue)(s) && s.failed == "" })
+	app.mu.Lock()
+	tp := app.header.Get("Traceparent")
+	app.mu.Unlock()
+	if tp != "00-"+attempt.trace+"-"+attempt.id+"-01" {
+		t.Errorf("the app got traceparent %q, want the attempt's %s/%s", tp, attempt.trace, attempt.id)
+	}
+	if log := second.logText(); strings.Contains(log, `"level":"error"`) {
+		t.Errorf("the second process logged an error:\n%s", log)
+	}
+	// The tracer was learnt without a span of its own: every request span
+	// exported is one of the test's requests, which came with no parent.
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	for _, s := range rcv.spans {
+		if s.name == "webhooks" && s.parent != "" {
+			t.Errorf("a request span under %s was exported: %+v", s.parent, s)
+		}
 	}
 }

@@ -11,7 +11,7 @@ func init() {
 	caddy.RegisterModule(ServiceWebhook{})
 	httpcaddyfile.RegisterHandlerDirective("service_webhook", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		m := new(ServiceWebhook)
-		return m, m.UnmarshalCaddyfile(h.Dispenser)
+		return m, m.UnmarshalCaddyfile(adaptDispenser(h))
 	})
 }
 
@@ -68,7 +68,7 @@ func unmarshalWebhookQueue(d *caddyfile.Dispenser) (*WebhookQueue, error) {
 		return nil, d.ArgErr()
 	}
 	err := parseBlock(d, "service_webhook queue", map[string]subdirective{
-		"to":           once(stringArg(&q.To)),
+		"to":           once(urlArg(&q.To, originURL)),
 		"store":        once(stringArg(&q.Store)),
 		"dir":          once(stringArg(&q.Dir)),
 		"concurrency":  once(intTo(&q.Concurrency, 1)),

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -86,12 +88,62 @@ var webhookQueues = caddy.NewUsagePool()
 
 // webhookAttemptSpans makes the attempts of every queue spans in the traces
 // of the deliveries, with the tracer provider of Caddy's tracing directive,
-// which it learns from the deliveries received.
+// which it learns from the config's tracing handler when a queue is
+// provisioned (learnQueueTracer), and from the deliveries received.
 var webhookAttemptSpans spans.Later
 
+// learnQueueTracer shows webhookAttemptSpans the tracer provider of the
+// config's tracing directive, before the queue opens: a delivery stored
+// before a restart is attempted at once, before any delivery could show
+// it. Caddy keeps one provider while any config traces, so any tracing
+// handler provisioned before this one will do: one in a route before the
+// handler's, in its site or in a site before it.
+func learnQueueTracer(ctx caddy.Context) {
+	for _, m := range ctx.Modules() {
+		tr := tracingIn(m)
+		if tr == nil {
+			continue
+		}
+		webhookAttemptSpans.LearnThrough(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+			r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+			_ = tr.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				next.ServeHTTP(w, r)
+				return nil
+			}))
+		})
+		return
+	}
+}
+
+// tracingIn finds a provisioned tracing handler in m, the http app or a
+// subroute being provisioned: in the routes whose handlers are set.
+func tracingIn(m any) *tracing.Tracing {
+	var routes []caddyhttp.RouteList
+	switch m := m.(type) {
+	case *tracing.Tracing:
+		return m
+	case *caddyhttp.App:
+		for _, srv := range m.Servers {
+			routes = append(routes, srv.Routes)
+		}
+	case *caddyhttp.Subroute:
+		routes = append(routes, m.Routes)
+	}
+	for _, rl := range routes {
+		for _, rt := range rl {
+			for _, h := range rt.Handlers {
+				if tr := tracingIn(h); tr != nil {
+					return tr
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // pooledQueue is a queue in the pool: where it keeps its deliveries (its
-// directory, or its Redis server and keys), and what to let go of once it
-// is closed.
+// directory, or its Redis in words and keys, as cluster.Queue.Where names
+// them), and what to let go of once it is closed.
 type pooledQueue struct {
 	queue.Deliveries
 	where   string
@@ -114,8 +166,8 @@ var (
 		Help: "Attempts to deliver a queued webhook delivery to the app, by outcome (delivered, retry, dead).",
 	}, []string{"outcome"})
 	webhookQueueCollector = &queueCollector{
-		depth:  prometheus.NewDesc("servicegate_webhook_queue_depth", "Deliveries waiting or in flight toward the app, by queue directory.", []string{"dir"}, nil),
-		oldest: prometheus.NewDesc("servicegate_webhook_queue_oldest_age_seconds", "Age of the oldest delivery not yet delivered, by queue directory.", []string{"dir"}, nil),
+		depth:  prometheus.NewDesc("servicegate_webhook_queue_depth", "Deliveries waiting or in flight toward the app, by queue (its directory, or its Redis in words and keys).", []string{"dir"}, nil),
+		oldest: prometheus.NewDesc("servicegate_webhook_queue_oldest_age_seconds", "Age of the oldest delivery not yet delivered, by queue (its directory, or its Redis in words and keys).", []string{"dir"}, nil),
 	}
 )
 
@@ -195,7 +247,7 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	}
 	var open func() (caddy.Destructor, error)
 	if store == "redis" {
-		open = m.openSharedQueue(app, sender, opts)
+		open = m.openSharedQueue(app, sender, opts, logger)
 	} else {
 		m.queueKey = defaultDiskQueue()
 		dir := filepath.Dir(m.queueKey)
@@ -215,6 +267,7 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 			return pooledQueue{Deliveries: q, where: dir}, nil
 		}
 	}
+	learnQueueTracer(ctx)
 	v, _, err := webhookQueues.LoadOrNew(m.queueKey, open)
 	if err != nil {
 		return fmt.Errorf("service_webhook: queue: %w", err)
@@ -255,25 +308,30 @@ func fileExists(path string) bool {
 // openSharedQueue returns what opens the queue of m's app in Redis, shared
 // by every instance delivering to it, and sets the handler's pool key. The
 // queue holds a reference to the app's Redis client until it is closed.
-func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSender, opts queue.Options) func() (caddy.Destructor, error) {
+// As it opens, it moves the deliveries an earlier version kept under its
+// Redis keys into the current ones, and logs how many.
+func (m *ServiceWebhook) openSharedQueue(app *Servicegate, sender *queue.HTTPSender, opts queue.Options, logger *zap.Logger) func() (caddy.Destructor, error) {
 	c := app.Client()
 	m.queueKey = "redis\x00" + app.poolKey + "\x00" + m.queueTo
 	return func() (caddy.Destructor, error) {
 		v, _ := redisClients.LoadOrStore(app.poolKey, nil) // one more user of the client
-		rc, ok := v.(redisClient)
-		if !ok {
+		if _, ok := v.(redisClient); !ok {
 			_, _ = redisClients.Delete(app.poolKey)
 			return nil, errors.New("the servicegate app's Redis client is gone")
 		}
 		timeout := cmp.Or(sender.Timeout, queue.DefaultTimeout)
-		q, err := c.OpenQueue(sender, opts, cluster.QueueOptions{Name: m.queueTo, Lease: cluster.QueueLease(timeout)})
+		moved := func(deliveries, dead int) {
+			logger.Info("moved the webhook deliveries an earlier version kept under its Redis keys into the current ones",
+				zap.String("to", m.queueTo), zap.Int("deliveries", deliveries), zap.Int("dead_letters", dead))
+		}
+		q, err := c.OpenQueue(sender, opts, cluster.QueueOptions{Name: m.queueTo, Lease: cluster.QueueLease(timeout), Moved: moved})
 		if err != nil {
 			_, _ = redisClients.Delete(app.poolKey)
 			return nil, err
 		}
 		return pooledQueue{
 			Deliveries: q,
-			where:      "redis://" + rc.Addr() + "/" + rc.Prefix() + "queue:" + m.queueTo,
+			where:      q.Where(),
 			release:    func() { _, _ = redisClients.Delete(app.poolKey) },
 		}, nil
 	}

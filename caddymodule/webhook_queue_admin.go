@@ -46,8 +46,9 @@ func (WebhookQueueAdmin) Routes() []caddy.AdminRoute {
 
 // queueListing is one queue's part of a listing.
 type queueListing struct {
-	// Dir is the queue's directory, or redis://<host:port>/<key prefix>
-	// for a queue shared through Redis.
+	// Dir is the queue's directory, or, for a queue shared through
+	// Redis, "redis", the Redis in words and the queue's keys (as the
+	// queue's metrics name it: see cluster.Queue.Where).
 	Dir        string       `json:"dir"`
 	Deliveries []queue.Meta `json:"deliveries"`
 }

@@ -211,7 +211,7 @@ func TestWebhookQueueDeadLetterReplayE2E(t *testing.T) {
 		srv := redistest.Start(t)
 		deadLetterReplay(t, func(app *queueApp) {
 			startCaddyWithGlobal(t, "\tservicegate {\n\t\tredis "+srv.URL()+"\n\t\ttimeout 2s\n\t}", queueSite(app, "", ""))
-		}, "redis://"+srv.Addr+"/servicegate:queue:http://")
+		}, "redis "+srv.Addr+" servicegate:{queue:http://")
 	})
 }
 

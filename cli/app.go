@@ -19,8 +19,10 @@ import (
 )
 
 // CheckDescriptor prints what the descriptor at source declares, or its
-// defects. noDefects is false when it has some; err is set when it could
-// not be read.
+// defects. A module kind a letter off one servicegate routes is a likely
+// defect (see descriptor.LikelyDefects), printed before the modules.
+// noDefects is false when it has defects or likely ones; err is set when
+// it could not be read.
 func CheckDescriptor(source string, out io.Writer) (noDefects bool, err error) {
 	d, err := LoadDescriptor(source)
 	var defects *descriptor.Defects
@@ -31,7 +33,18 @@ func CheckDescriptor(source string, out io.Writer) (noDefects bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	fmt.Fprintf(out, "%s: no defects; %s\n", source, summarize(d))
+	likely := d.LikelyDefects()
+	switch len(likely) {
+	case 0:
+		fmt.Fprintf(out, "%s: no defects; %s\n", source, summarize(d))
+	case 1:
+		fmt.Fprintf(out, "%s: 1 likely defect; %s\n", source, summarize(d))
+	default:
+		fmt.Fprintf(out, "%s: %d likely defects; %s\n", source, len(likely), summarize(d))
+	}
+	for _, l := range likely {
+		fmt.Fprintf(out, "  likely defect: %s\n", l)
+	}
 	for _, m := range d.FileFormats {
 		fmt.Fprintf(out, "  custom-file-format %-20s %s  (limits and contract)\n", m.Key, m.URL)
 	}
@@ -44,7 +57,7 @@ func CheckDescriptor(source string, out io.Writer) (noDefects bool, err error) {
 	for _, m := range d.Others {
 		fmt.Fprintf(out, "  %-18s %-20s %s  (token, like every other path)\n", m.Kind, m.Key, m.URL)
 	}
-	return true, nil
+	return len(likely) == 0, nil
 }
 
 func summarize(d *descriptor.Descriptor) string {

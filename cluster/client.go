@@ -339,6 +339,20 @@ func (c *Client) connectedTo(addr string) {
 // "cluster <nodes>" for the other forms.
 func (c *Client) Addr() string { return c.addr }
 
+// Label names the Redis in words, without credentials and bounded by the
+// config, for metric labels and health checks: its host:port for a URL,
+// "sentinel <master>" or "cluster" for the other forms (whose nodes change
+// as the deployment does).
+func (c *Client) Label() string {
+	switch {
+	case c.opts.Sentinel != nil:
+		return "sentinel " + c.opts.Sentinel.Master
+	case len(c.opts.Cluster) > 0:
+		return "cluster"
+	}
+	return c.addr
+}
+
 // Prefix is the key prefix.
 func (c *Client) Prefix() string { return c.prefix }
 

@@ -165,6 +165,11 @@ func (s *Installations) Register(ctx context.Context) (others []string, err erro
 	return others, nil
 }
 
+// Ping implements installations.Pinger.
+func (s *Installations) Ping(ctx context.Context) error {
+	return s.c.Call(ctx, OpGet, func(ctx context.Context) error { return s.c.rdb.Ping(ctx).Err() })
+}
+
 // Get implements installations.Store.
 func (s *Installations) Get(organization string) ([]byte, error) {
 	var out []byte
@@ -245,4 +250,5 @@ var (
 	_ installations.Store    = (*Installations)(nil)
 	_ installations.Replacer = (*Installations)(nil)
 	_ installations.Swapper  = (*Installations)(nil)
+	_ installations.Pinger   = (*Installations)(nil)
 )

@@ -51,6 +51,11 @@ type QueueOptions struct {
 	// Poll is the longest an idle instance waits before it looks for
 	// deliveries queued by the others. Default DefaultQueuePoll.
 	Poll time.Duration
+	// Moved, when set, is told how many deliveries and dead letters that
+	// an earlier version kept under its key layout (see queue_earlier.go)
+	// the queue moved into the current one as it opened, when it moved
+	// any.
+	Moved func(deliveries, dead int)
 }
 
 // Queue is a durable webhook queue in Redis, shared by every instance that
@@ -82,8 +87,11 @@ type Queue struct {
 	slots   chan struct{}
 	sending atomic.Int32 // attempts under way (a slot is also held while looking for work)
 	closing sync.Once
-	mu      sync.Mutex
-	stats   queue.Stats // the last stats read, kept while Redis fails
+	// upgraded: what the earlier key layout held has been moved (set at
+	// open, else by the delivery loop).
+	upgraded bool
+	mu       sync.Mutex
+	stats    queue.Stats // the last stats read, kept while Redis fails
 }
 
 var _ queue.Deliveries = (*Queue)(nil)
@@ -117,15 +125,43 @@ func (c *Client) OpenQueue(sender queue.Sender, opts queue.Options, qo QueueOpti
 		slots:    make(chan struct{}, opts.Concurrency),
 	}
 	q.ctx, q.stop = context.WithCancel(context.Background())
+	// Before any delivery is taken or added here, so that one
+	// organization's earlier deliveries go before its new ones.
+	q.upgrade()
 	q.done.Add(1)
 	go q.run()
 	return q, nil
+}
+
+// upgrade moves what the earlier key layout holds of the queue into the
+// current one, until it has once: at open, or, while Redis does not
+// answer then, as the delivery loop looks for work.
+func (q *Queue) upgrade() {
+	if q.upgraded {
+		return
+	}
+	n, d, err := q.moveEarlier(q.ctx)
+	if (n > 0 || d > 0) && q.qo.Moved != nil {
+		q.qo.Moved(n, d)
+	}
+	if err != nil {
+		q.reportError(err)
+		return
+	}
+	q.upgraded = true
 }
 
 // queueBase is the start of every key of the queue called name.
 func (c *Client) queueBase(name string) string { return c.TaggedKey(queueKeys+name, ":") }
 
 func (q *Queue) key(name string) string { return q.base + name }
+
+// Where names the queue for metric labels and health checks: "redis", the
+// Redis in words (Client.Label) and the queue's keys, e.g. redis sentinel
+// mymaster servicegate:{queue:http://127.0.0.1:3000}.
+func (q *Queue) Where() string {
+	return "redis " + q.c.Label() + " " + strings.TrimSuffix(q.base, ":")
+}
 
 // Enqueue implements queue.Deliveries: d is in Redis when it returns.
 func (q *Queue) Enqueue(d *queue.Delivery) error {
@@ -175,6 +211,7 @@ func (q *Queue) run() {
 // startDue starts due deliveries while a slot is free, and says how long
 // to wait before looking again (a finishing attempt wakes the loop too).
 func (q *Queue) startDue() time.Duration {
+	q.upgrade()
 	wait := q.qo.Poll
 	for {
 		select {

@@ -272,7 +272,9 @@ func TestRedisDownFallsBackAndRecovers(t *testing.T) {
 		if err != nil || a.Status != subscription.Active {
 			t.Fatalf("request %d with Redis down: %+v, %v; want the direct query's answer", i, a, err)
 		}
-		if d := time.Since(start); d > time.Second {
+		// Held by Redis's 500 ms timeout at most, never by the request's
+		// own 5 s: the bound leaves room for a loaded machine.
+		if d := time.Since(start); d > 5*time.Second/2 {
 			t.Fatalf("request %d took %v with Redis down", i, d)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/servicegate/servicegate/internal/suggest"
 	"github.com/servicegate/servicegate/urlpath"
 )
 
@@ -254,6 +255,30 @@ func (d *Descriptor) parseModules(defects *Defects, data json.RawMessage) {
 		}
 	}
 	d.checkUnique(defects)
+}
+
+// kindEdits is how many edits away from a kind servicegate routes another
+// kind is taken for a slip: one, since the service has kinds two edits
+// apart (file-pre-export and file-pre-import).
+const kindEdits = 1
+
+// routedKinds are the module kinds servicegate routes.
+var routedKinds = []string{KindCustomFileFormat, KindFilePreExport, KindWebhook}
+
+// LikelyDefects names each module kind the descriptor declares that is a
+// letter off a kind servicegate routes (webhok, custom-file-formats): it
+// is routed as any other kind, its urls behind the token check, so the
+// service's calls to them would be refused. Other kinds the service has
+// are not named.
+func (d *Descriptor) LikelyDefects() []string {
+	var out []string
+	for _, kind := range d.Ignored {
+		if near := suggest.Nearest(kind, routedKinds, kindEdits); near != "" {
+			out = append(out, fmt.Sprintf("modules.%s is not a module kind servicegate routes; did you mean %q? "+
+				"Its urls get the token check like every other path, so the service's calls to them are refused", kind, near))
+		}
+	}
+	return out
 }
 
 // Other is an entry of a module kind servicegate does not route

@@ -427,3 +427,31 @@ func TestParseCostlyPatternsIsQuick(t *testing.T) {
 		t.Errorf("checking a %d-byte descriptor of patterns took %v", len(doc), took)
 	}
 }
+
+// TestLikelyDefects: a module kind a letter off one servicegate routes is
+// named, with the kind it is likely meant to be; the service's other
+// kinds are not, and every one stays routed as any other path.
+func TestLikelyDefects(t *testing.T) {
+	d, err := Parse("app.json", []byte(`{"identifier":"app","modules":{
+		"webhok":[{"key":"w","url":"/webhooks"}],
+		"custom-file-formats":[{"key":"f","url":"/format"}],
+		"file-pre-import":[{"key":"i","url":"/pre-import"}],
+		"project-menu":[{"key":"m","url":"/menu"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.LikelyDefects()
+	want := []string{`modules.custom-file-formats is not a module kind servicegate routes; did you mean "custom-file-format"?`,
+		`modules.webhok is not a module kind servicegate routes; did you mean "webhook"?`}
+	if len(got) != len(want) {
+		t.Fatalf("likely defects %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) || !strings.Contains(got[i], "token check") {
+			t.Errorf("likely defect %d: %q, want %q…", i, got[i], want[i])
+		}
+	}
+	if len(d.Others) != 4 || len(d.Webhooks) != 0 || len(d.FileFormats) != 0 {
+		t.Errorf("the kinds are not routed as others: %d others, %d webhooks, %d file formats", len(d.Others), len(d.Webhooks), len(d.FileFormats))
+	}
+}

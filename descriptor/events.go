@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 
+	"github.com/servicegate/servicegate/internal/suggest"
 	"github.com/servicegate/servicegate/urlpath"
 )
 
@@ -53,6 +54,10 @@ func (d *Descriptor) parseEvents(defects *Defects, data json.RawMessage) {
 				known = append(known, k)
 			}
 			sort.Strings(known)
+			if near := suggest.Nearest(name, known, 2); near != "" {
+				defects.add("%s is not a lifecycle event of the service; did you mean %q?", where, near)
+				continue
+			}
 			defects.add("%s is not a lifecycle event of the service (those are %v)", where, known)
 			continue
 		}

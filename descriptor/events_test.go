@@ -18,6 +18,7 @@ func TestParseEvents(t *testing.T) {
 		{"null", `{"events":null}`, Events{}, ""},
 		{"not an object", `{"events":["/installed"]}`, Events{}, "events is not an object"},
 		{"unknown event", `{"events":{"installed":"/i","deleted":"/d"}}`, Events{}, `events.deleted is not a lifecycle event`},
+		{"an event a letter off", `{"events":{"instaled":"/i"}}`, Events{}, `events.instaled is not a lifecycle event of the service; did you mean "installed"?`},
 		{"absolute", `{"events":{"installed":"https://app.example/installed"}}`, Events{}, "is absolute"},
 		{"not a string", `{"events":{"installed":5}}`, Events{}, "events: installed is not a string"},
 		{"a module's url", `{` + webhook + `,"events":{"installed":"/webhooks"}}`, Events{}, `also the url of module "hook"`},

@@ -34,9 +34,10 @@ func (a *App) Check(ctx context.Context) Report {
 	return a.Checker.Check(ctx)
 }
 
-// Serve answers the app's health endpoint: GET or HEAD, 200 when the app
-// can serve and 503 with the reason when it cannot, with the state of each
-// part. Another method is refused 405 through refuse, with Allow set.
+// Serve answers the app's health endpoint: GET or HEAD, 200 while the app
+// serves (ok or degraded) and 503 when it is unavailable, with the public
+// report (each part's name and state, nothing of where it is or what
+// failed). Another method is refused 405 through refuse, with Allow set.
 func (a *App) Serve(w http.ResponseWriter, r *http.Request,
 	refuse func(w http.ResponseWriter, r *http.Request, status int, message string) error) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -44,7 +45,7 @@ func (a *App) Serve(w http.ResponseWriter, r *http.Request,
 		return refuse(w, r, http.StatusMethodNotAllowed, "The health check answers GET and HEAD only.")
 	}
 	rep := a.Check(r.Context())
-	body, err := json.Marshal(rep)
+	body, err := json.Marshal(rep.Public())
 	if err != nil {
 		return err
 	}
@@ -89,10 +90,10 @@ type AppReport struct {
 	Report
 }
 
-// RegistryReport is the state of every app: its JSON is the admin API's
-// answer.
+// RegistryReport is the state of every app, in full: its JSON is the
+// admin API's answer.
 type RegistryReport struct {
-	// Status is StatusOK when every app can serve.
+	// Status is the worst of the apps'.
 	Status string      `json:"status"`
 	Apps   []AppReport `json:"apps"`
 }
@@ -105,20 +106,15 @@ func (g *Registry) Report(ctx context.Context) RegistryReport {
 	})
 	slices.SortFunc(out.Apps, func(x, y AppReport) int { return cmp.Compare(x.App, y.App) })
 	for _, a := range out.Apps {
-		if !a.OK() {
-			out.Status = StatusUnavailable
+		if worse(a.Status, out.Status) {
+			out.Status = a.Status
 		}
 	}
 	return out
 }
 
-// HTTPStatus is 200 when every app can serve, else 503.
-func (r *RegistryReport) HTTPStatus() int {
-	if r.Status == StatusOK {
-		return http.StatusOK
-	}
-	return http.StatusServiceUnavailable
-}
+// HTTPStatus is 503 when an app is unavailable, else 200.
+func (r *RegistryReport) HTTPStatus() int { return httpStatus(r.Status) }
 
 // DescriptorSummary is the state of an app's descriptors across the
 // checks that name it (two blocks of one app, or the old and the new
@@ -159,6 +155,8 @@ func (g *Registry) Descriptors() map[string]DescriptorSummary {
 type QueueSource struct {
 	// Where names the queue: see Queue.Where.
 	Where string
+	// Shared: see Queue.Shared.
+	Shared bool
 	// Stats returns the queue's depth and its oldest delivery now.
 	Stats func() queue.Stats
 	// Writable: see Queue.Writable.
@@ -175,7 +173,7 @@ func QueuesOf(sources []QueueSource) func() []Queue {
 		out := make([]Queue, len(sources))
 		for i, q := range sources {
 			s := q.Stats()
-			out[i] = Queue{Where: q.Where, Depth: s.Depth, Oldest: s.Oldest, Writable: q.Writable}
+			out[i] = Queue{Where: q.Where, Shared: q.Shared, Depth: s.Depth, Oldest: s.Oldest, Writable: q.Writable}
 		}
 		return out
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/servicegate/servicegate/queue"
 )
 
-// TestRegistry: the report sorts the apps and is unavailable when one is;
+// TestRegistry: the report sorts the apps and takes the worst status of
+// theirs;
 // the descriptor summary reports, per app name, the older copy, and any
 // block that awaits its descriptor or serves a last good copy.
 func TestRegistry(t *testing.T) {
@@ -32,16 +33,17 @@ func TestRegistry(t *testing.T) {
 	if _, ok := g.Load(3); ok {
 		t.Error("deleted, still loaded")
 	}
-	if rep := g.Report(context.Background()); rep.Status != StatusOK {
-		t.Errorf("without the app awaiting its descriptor: %+v", rep)
+	if rep := g.Report(context.Background()); rep.Status != StatusDegraded || rep.HTTPStatus() != http.StatusOK {
+		t.Errorf("without the app awaiting its descriptor, one on its last good copy: %+v", rep)
 	}
 }
 
-// TestAppServe: GET answers the report, HEAD its status alone, another
-// method is refused with Allow; queues are read at each check.
+// TestAppServe: GET answers the public report (no place, no error),
+// HEAD its status alone, another method is refused with Allow; queues are
+// read at each check.
 func TestAppServe(t *testing.T) {
 	depth := 0
-	a := &App{Name: "a", Checker: Checker{Queues: QueuesOf([]QueueSource{{Where: "q",
+	a := &App{Name: "a", Checker: Checker{Queues: QueuesOf([]QueueSource{{Where: "/var/lib/q",
 		Stats:    func() queue.Stats { depth++; return queue.Stats{Depth: depth} },
 		Writable: func(context.Context) error { return errors.New("read-only") }}})}}
 	refuse := func(w http.ResponseWriter, _ *http.Request, status int, _ string) error {
@@ -53,7 +55,8 @@ func TestAppServe(t *testing.T) {
 		if err := a.Serve(w, httptest.NewRequest(method, "/h", nil), refuse); err != nil || w.Code != want {
 			t.Errorf("%s: %d %v", method, w.Code, err)
 		}
-		if method == "GET" && (w.Header().Get("Cache-Control") != "no-store" || w.Body.Len() == 0) {
+		if method == "GET" && (w.Header().Get("Cache-Control") != "no-store" ||
+			w.Body.String() != `{"status":"unavailable","checks":[{"name":"webhook_queue","state":"not_writable"}]}`+"\n") {
 			t.Errorf("GET: %v %s", w.Header(), w.Body)
 		}
 		if method == "POST" && w.Header().Get("Allow") != "GET, HEAD" {

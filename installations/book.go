@@ -194,6 +194,15 @@ func (b *Book) reseal(records []Swap) {
 	}
 }
 
+// Ping tells whether the store answers now: the health of the
+// installations (the local copy serves the hot paths meanwhile).
+func (b *Book) Ping(ctx context.Context) error {
+	if p, ok := b.cfg.Store.(Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
 // KeyStates counts the stored records by the key they are sealed under: a
 // retired key may go once no record is KeyRetired on any instance.
 func (b *Book) KeyStates() [NumKeyStates]int {

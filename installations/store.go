@@ -2,6 +2,7 @@ package installations
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -36,6 +37,12 @@ type Replacer interface {
 	// Replace stores a sealed record when the organization has one, and
 	// reports whether it had.
 	Replace(organization string, sealed []byte) (bool, error)
+}
+
+// Pinger is a Store that can tell whether it answers now (a shared store
+// over the network); a Store without it always does once open.
+type Pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // Swapper is a Store that can seal records again in bulk: each record is

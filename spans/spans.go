@@ -14,6 +14,7 @@ package spans
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
 	"sync/atomic"
 
@@ -124,8 +125,9 @@ func Traceparent(ctx context.Context) string {
 // Later starts spans of work done apart from any request (the attempts of
 // a queued delivery) in the trace of the request that asked for it. It
 // uses the tracer provider of the last recording span it was shown
-// (Learn): the one Caddy's tracing directive exports to. The zero Later
-// is ready to use and starts nothing until it has learnt a provider.
+// (Learn), or of the tracing middleware it last went through
+// (LearnThrough): the one Caddy's tracing directive exports to. The zero
+// Later is ready to use and starts nothing until it has learnt a provider.
 type Later struct {
 	provider atomic.Pointer[providerBox]
 }
@@ -139,12 +141,62 @@ func (l *Later) Learn(ctx context.Context) {
 	if l == nil || !s.IsRecording() {
 		return
 	}
-	p := s.TracerProvider()
+	l.use(s.TracerProvider())
+}
+
+// probePath is the path of LearnThrough's request: a span of it that a
+// sampler exports despite its parent is known by it.
+const probePath = "/servicegate/tracer"
+
+// LearnThrough learns the tracer provider of a tracing middleware before
+// any request has come through it: the attempts of deliveries stored
+// before a restart start at once, with no request to learn from. serve
+// must pass w and r through the middleware to next. r's parent span is not
+// sampled, so that the middleware's span for it records nothing (with a
+// sampler that follows the parent, the default); next learns that span's
+// provider. It reports whether it learnt one.
+func (l *Later) LearnThrough(serve func(w http.ResponseWriter, r *http.Request, next http.Handler)) bool {
+	if l == nil {
+		return false
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	_, _ = rand.Read(tid[:])
+	_, _ = rand.Read(sid[:])
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, Remote: true}) // not sampled
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
+	r, err := http.NewRequestWithContext(ctx, http.MethodGet, probePath, nil)
+	if err != nil {
+		return false
+	}
+	w3c.Inject(ctx, propagation.HeaderCarrier(r.Header))
+	learnt := false
+	serve(discard{http.Header{}}, r, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		// The middleware's own span: in the parent's trace, not the
+		// parent itself (which a middleware that starts none leaves).
+		s := trace.SpanFromContext(r.Context())
+		if sc := s.SpanContext(); sc.TraceID() == tid && sc.SpanID() != sid {
+			l.use(s.TracerProvider())
+			learnt = true
+		}
+	}))
+	return learnt
+}
+
+// use remembers p.
+func (l *Later) use(p trace.TracerProvider) {
 	if b := l.provider.Load(); b != nil && b.p == p {
 		return
 	}
 	l.provider.Store(&providerBox{p})
 }
+
+// discard is a ResponseWriter that keeps nothing.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header       { return d.h }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
 
 // Start starts a span named name as a child of the span that traceparent
 // names, and returns ctx holding it. Without a provider learnt, or without

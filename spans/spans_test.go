@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -133,6 +134,41 @@ func TestLaterStartsUnderTheStoredTraceparent(t *testing.T) {
 	if got := ended[0]; got.SpanContext().TraceID() != spanOf(ctx).TraceID() || got.Parent().SpanID() != spanOf(ctx).SpanID() {
 		t.Errorf("attempt in trace %s under %s, want the delivery's %s under %s",
 			got.SpanContext().TraceID(), got.Parent().SpanID(), spanOf(ctx).TraceID(), spanOf(ctx).SpanID())
+	}
+}
+
+// TestLaterLearnsThroughAMiddleware: a tracing middleware's provider is
+// learnt without a request of its own, and the probe records nothing
+// there (its parent is not sampled); a middleware that starts no span
+// teaches nothing.
+func TestLaterLearnsThroughAMiddleware(t *testing.T) {
+	rec, tp, ctx := recorder(t)
+	traced := func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		// As otelhttp does: the parent from the headers, a span of the
+		// provider's around next.
+		ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, s := tp.Tracer("caddy").Start(ctx, "request")
+		defer s.End()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	}
+	untraced := func(w http.ResponseWriter, r *http.Request, next http.Handler) { next.ServeHTTP(w, r) }
+	var l Later
+	if l.LearnThrough(untraced) {
+		t.Error("learnt a provider through a middleware that starts no span")
+	}
+	if !l.LearnThrough(traced) {
+		t.Fatal("learnt nothing through a tracing middleware")
+	}
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("the probe recorded %d spans", n)
+	}
+	_, s := l.Start(context.Background(), "servicegate.webhook.attempt", Traceparent(ctx))
+	s.End()
+	if ended := rec.Ended(); len(ended) != 1 || ended[0].Parent().SpanID() != spanOf(ctx).SpanID() {
+		t.Errorf("after learning: %d spans ended, want the attempt under the delivery's span", len(ended))
+	}
+	if (*Later)(nil).LearnThrough(traced) {
+		t.Error("a nil Later learnt")
 	}
 }
 

@@ -105,7 +105,7 @@ func TestOutcomeNames(t *testing.T) {
 		}
 		seen[name] = true
 	}
-	if got := NumOutcomes.String(); got != "outcome 8" {
+	if got := NumOutcomes.String(); got != "outcome 9" {
 		t.Fatalf("an outcome out of range is named %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,14 +15,38 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 )
 
-// TestCaddyfileExampleValidates adapts Caddyfile.example and provisions every
-// module in it, as `caddy validate` does, with no environment set.
-func TestCaddyfileExampleValidates(t *testing.T) {
-	for _, name := range []string{"CLIENT_SECRET", "APP_SECRET"} {
-		if v, ok := os.LookupEnv(name); ok {
-			os.Unsetenv(name)
-			t.Cleanup(func() { os.Setenv(name, v) })
+// demoSecrets are the variables run-demo.sh sets for Caddyfile.example
+// when they are not set, with their DEMO values:
+// export NAME="${NAME:-value}".
+func demoSecrets(t *testing.T) map[string]string {
+	t.Helper()
+	script, err := os.ReadFile("../../run-demo.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^export (\w+)="\$\{(\w+):-([^}"]+)\}"$`).FindAllStringSubmatch(string(script), -1) {
+		if m[1] != m[2] {
+			t.Fatalf("run-demo.sh: %s", m[0])
 		}
+		secrets[m[1]] = m[3]
+	}
+	return secrets
+}
+
+// TestCaddyfileExampleValidates adapts Caddyfile.example and provisions every
+// module in it, as `caddy validate` does, with the environment run-demo.sh
+// sets and nothing else: no secret stands in the adapted config, and
+// nothing is warned about.
+func TestCaddyfileExampleValidates(t *testing.T) {
+	secrets := demoSecrets(t)
+	for _, name := range []string{"CLIENT_SECRET", "APP_SECRET", "SERVICEGATE_INSTALLATIONS_KEY"} {
+		if secrets[name] == "" {
+			t.Fatalf("run-demo.sh does not set %s, which Caddyfile.example reads", name)
+		}
+	}
+	for name, value := range secrets {
+		t.Setenv(name, value)
 	}
 	raw, err := os.ReadFile("../../Caddyfile.example")
 	if err != nil {
@@ -46,6 +71,14 @@ func TestCaddyfileExampleValidates(t *testing.T) {
 	}
 	for _, w := range warnings {
 		t.Errorf("adapt warning: %s", w.String())
+	}
+	for name, value := range secrets {
+		if !strings.Contains(string(raw), "{env."+name+"}") {
+			t.Errorf("Caddyfile.example does not read %s from the environment", name)
+		}
+		if strings.Contains(string(adapted), value) {
+			t.Errorf("the adapted Caddyfile.example holds the value of %s", name)
+		}
 	}
 	for _, handler := range []string{"service_emulator", "service_app", "reverse_proxy"} {
 		if !strings.Contains(string(adapted), `"handler":"`+handler+`"`) {
