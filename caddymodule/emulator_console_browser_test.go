@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,26 +180,6 @@ func TestConsoleBrowserFileRoundTrip(t *testing.T) {
 		sel(`[data-testid="call"][data-kind="build-file"][data-status="200"]`)+` !== null`)
 }
 
-// setFile puts a file in a file input, as choosing it does.
-func (p *cdpPage) setFile(t *testing.T, selector, path string) {
-	t.Helper()
-	raw, err := p.call("Runtime.evaluate", map[string]any{"expression": sel(selector)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Result struct {
-			ObjectID string `json:"objectId"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil || res.Result.ObjectID == "" {
-		t.Fatalf("no %s: %s", selector, raw)
-	}
-	if _, err := p.call("DOM.setFileInputFiles", map[string]any{"files": []string{path}, "objectId": res.Result.ObjectID}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestConsoleBrowserSecretMaskedUntilRevealed(t *testing.T) {
 	page, _ := openConsole(t)
 	installAcme(t, page)
@@ -217,7 +196,7 @@ func TestConsoleBrowserSecretMaskedUntilRevealed(t *testing.T) {
 
 func TestConsoleBrowserReconnectMissesNothing(t *testing.T) {
 	page, rig := openConsole(t)
-	page.allowNetworkErrors = true // the dropped stream
+	page.allowNetworkErrors.Store(true) // the dropped stream
 	// The same sites and one more: Caddy loads a new config and closes the
 	// old one's connections, the event stream with them; the emulator
 	// (its configuration unchanged) keeps its calls.
@@ -268,9 +247,7 @@ func TestConsoleBrowserScreenshot(t *testing.T) {
 		t.Skip("set SERVICEGATE_CONSOLE_PNG to the picture to write, e.g. ../docs/console.png")
 	}
 	page, _ := openConsole(t)
-	if _, err := page.call("Emulation.setDeviceMetricsOverride", map[string]any{"width": 1440, "height": 1080, "deviceScaleFactor": 1, "mobile": false}); err != nil {
-		t.Fatal(err)
-	}
+	page.resize(t, 1440, 1080)
 	installAcme(t, page)
 	page.click(t, `[data-testid="org"][data-domain="globex.example"] [data-action="install"]`)
 	page.waitFor(t, "globex installed", sel(`[data-testid="org"][data-domain="globex.example"][data-installation="installed"]`)+" !== null")
