@@ -616,3 +616,51 @@ func TestQueueReadsLargeDeliveriesAheadAFewAtATime(t *testing.T) {
 		}
 	}
 }
+
+// Organizations are delivered in parallel, up to the concurrency: with 20
+// organizations' deliveries queued, the app holds each attempt until 8
+// are in flight at once (each organization's one at a time), and every
+// delivery reaches it in order.
+func TestQueueDeliversOrganizationsInParallel(t *testing.T) {
+	srv := startRedis(t)
+	const orgs, each, concurrency = 20, 5, 8
+	var (
+		mu      sync.Mutex
+		now     int
+		reached = make(chan struct{})
+		once    sync.Once
+	)
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		mu.Lock()
+		now++
+		if now == concurrency {
+			once.Do(func() { close(reached) })
+		}
+		mu.Unlock()
+		select {
+		case <-reached:
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		now--
+		mu.Unlock()
+		return queue.Result{Status: http.StatusOK}
+	})
+	q := openQueue(t, newClient(t, srv, Options{}), app.as("a"), queue.Options{Concurrency: concurrency}, QueueOptions{})
+	for i := range each {
+		for o := range orgs {
+			enqueue(t, q, fmt.Sprint("org", o), fmt.Sprintf("org%d-%d", o, i))
+		}
+	}
+	waitFor(t, "every delivery", 30*time.Second, func() bool { return app.delivered() == orgs*each })
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	for o := range orgs {
+		org := fmt.Sprint("org", o)
+		for i, body := range app.by[org] {
+			if want := fmt.Sprintf("%s-%d", org, i); body != want {
+				t.Fatalf("%s: delivery %d is %q, want %q", org, i, body, want)
+			}
+		}
+	}
+}
