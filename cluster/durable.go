@@ -21,17 +21,17 @@ var ErrReplicas = errors.New("fewer Redis replicas than required confirmed the w
 // once that many replicas have it (or anything the primary did after it)
 // within Options.ReplicasTimeout; else the error is ErrReplicas.
 //
-// The writes of concurrent callers to one primary share their WAIT: they
-// are sent together in one pipeline on one connection to the primary that
-// holds key, followed by one WAIT on that connection, which Redis answers
-// once the replicas have every write the connection made before it. A
-// write arriving while such a round is under way goes in the next round,
-// sent as soon as the one under way ends. So no write is confirmed by a
-// WAIT issued before it, nor by one on another connection (which might
-// reach another primary after a failover), and a write takes at most two
-// rounds, each bounded by the Client's timeout plus ReplicasTimeout.
-// The script's redis.Nil is not a failure, and is returned once the
-// replicas confirm.
+// The writes of concurrent callers to one primary share their WAIT: a
+// round sends writes together in one pipeline on one connection to the
+// primary that holds key, followed by one WAIT on that connection, which
+// Redis answers once the replicas have every write the connection made
+// before it. Up to laneRounds rounds are under way at once; a write that
+// finds them all under way goes in the next round, sent as soon as one of
+// them ends. So no write is confirmed by a WAIT issued before it, nor by
+// one on another connection (which might reach another primary after a
+// failover), and a write takes at most two rounds, each bounded by the
+// Client's timeout plus ReplicasTimeout. The script's redis.Nil is not a
+// failure, and is returned once the replicas confirm.
 func (c *Client) durable(ctx context.Context, op Op, key string, s *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
 	if c.opts.Replicas == 0 {
 		var cmd *redis.Cmd
@@ -94,15 +94,25 @@ func (c *Client) laneFor(ctx context.Context, key string) (*lane, error) {
 	return l, nil
 }
 
+// laneRounds is how many rounds of durable writes may be under way at
+// once toward one primary. Each round costs the time the primary and then
+// a replica take to write (and, with appendfsync always, sync) what it
+// sends, and the replica redoes the writes' work: on a machine where
+// Redis competes for the CPU, as the bench's 2 cores, one round at a time
+// grouped the most writes and acknowledged the most of them (several at
+// once cost more in WAITs and in the replica's work than they saved in
+// waiting).
+const laneRounds = 1
+
 // lane sends the durable writes to one primary, in rounds: every write
-// queued while a round is under way goes in the next one.
+// that comes while laneRounds rounds are under way goes in the next one.
 type lane struct {
 	c    *Client
 	node *redis.Client
 
-	mu      sync.Mutex
-	queued  []*laneWrite
-	running bool
+	mu       sync.Mutex
+	queued   []*laneWrite
+	underWay int // rounds
 }
 
 // laneWrite is one script call waiting for its round.
@@ -119,46 +129,45 @@ type laneWrite struct {
 	done chan struct{}
 }
 
-// submit queues w, and starts the rounds unless they are running.
+// submit queues w, and starts a round unless laneRounds are under way.
 func (l *lane) submit(w *laneWrite) {
 	l.mu.Lock()
 	l.queued = append(l.queued, w)
-	start := !l.running
-	l.running = true
+	var batch []*laneWrite
+	if l.underWay < laneRounds {
+		l.underWay++
+		batch, l.queued = l.queued, nil
+	}
 	l.mu.Unlock()
-	if start {
-		go l.run()
+	if batch != nil {
+		go l.run(batch)
 	}
 }
 
-// run sends rounds until no write is left waiting.
-func (l *lane) run() {
-	for {
+// run sends batch's round, then the writes queued meanwhile, until none
+// is left waiting.
+func (l *lane) run(batch []*laneWrite) {
+	for len(batch) > 0 {
+		again := l.round(batch)
 		l.mu.Lock()
-		batch := l.queued
-		l.queued = nil
+		batch, l.queued = append(again, l.queued...), nil
 		if len(batch) == 0 {
-			l.running = false
-			l.mu.Unlock()
-			return
+			l.underWay--
 		}
 		l.mu.Unlock()
-		l.round(batch)
 	}
 }
 
 // round sends batch's writes, then WAIT, in one pipeline on one
-// connection, and tells each write how it went. A write whose script the
-// primary did not know goes again, at the front of the next round, with
-// the script's source.
-func (l *lane) round(batch []*laneWrite) {
+// connection, and tells each write how it went. It returns the writes
+// whose script the primary did not know, to go again with the script's
+// source.
+func (l *lane) round(batch []*laneWrite) (again []*laneWrite) {
 	c := l.c
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout+c.opts.ReplicasTimeout)
 	defer cancel()
-	conn := l.node.Conn()
-	defer conn.Close()
 	var wait *redis.Cmd
-	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = l.node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, w := range batch {
 			if w.eval {
 				w.cmd = w.script.Eval(ctx, p, w.keys, w.args...)
@@ -173,7 +182,6 @@ func (l *lane) round(batch []*laneWrite) {
 	if roundErr == nil && got < int64(c.opts.Replicas) {
 		roundErr = fmt.Errorf("%w: %d of %d within %s", ErrReplicas, got, c.opts.Replicas, c.opts.ReplicasTimeout)
 	}
-	var again []*laneWrite
 	for _, w := range batch {
 		if !w.eval && redis.HasErrorPrefix(w.cmd.Err(), "NOSCRIPT") {
 			w.eval = true
@@ -183,9 +191,5 @@ func (l *lane) round(batch []*laneWrite) {
 		w.err = roundErr
 		close(w.done)
 	}
-	if len(again) > 0 {
-		l.mu.Lock()
-		l.queued = append(again, l.queued...)
-		l.mu.Unlock()
-	}
+	return again
 }
