@@ -95,14 +95,15 @@ func (c *Client) laneFor(ctx context.Context, key string) (*lane, error) {
 }
 
 // laneRounds is how many rounds of durable writes may be under way at
-// once toward one primary. Each round costs the time the primary and then
-// a replica take to write (and, with appendfsync always, sync) what it
-// sends, and the replica redoes the writes' work: on a machine where
-// Redis competes for the CPU, as the bench's 2 cores, one round at a time
-// grouped the most writes and acknowledged the most of them (several at
-// once cost more in WAITs and in the replica's work than they saved in
-// waiting).
-const laneRounds = 1
+// once toward one primary. A round costs the time the primary and then a
+// replica take to write (and, with appendfsync always, sync) what it
+// sends. One round at a time makes each write wait for the round under
+// way, then for its own: in the bench (2 cores, 32 connections, both Redis
+// servers syncing every write) it acknowledged about 0.55 of what replicas
+// 0 did, two at a time about as little; eight, or one round per write,
+// 0.7 to 0.75. Eight still share a WAIT among the writes of more
+// concurrent callers than that (about two writes per WAIT there).
+const laneRounds = 8
 
 // lane sends the durable writes to one primary, in rounds: every write
 // that comes while laneRounds rounds are under way goes in the next one.
