@@ -327,6 +327,10 @@ func seqOf(id string) uint64 {
 	return n
 }
 
+// settleRetry is the first wait before a failed settle call goes again;
+// each wait doubles, up to a second.
+const settleRetry = 50 * time.Millisecond
+
 // maxStreak is how many deliveries of one organization an instance sends
 // in a row, keeping its lease, before it lets the organization go back to
 // the others (and to the other organizations waiting for a slot).
@@ -366,8 +370,9 @@ type settleCall struct {
 // attempts that end while a call is on its way are recorded together by
 // the next. A delivery the app acknowledged but Redis has not recorded
 // stays pending: if the instance dies, it goes again (at least once),
-// never lost. A failed call stops the streak, leaving what is not
-// recorded to be sent again once the lease runs out.
+// never lost. A call that fails (after its retries, see settle) stops the
+// streak, leaving what is not recorded to be sent again once the lease
+// runs out.
 func (q *Queue) deliver(l *line) {
 	var (
 		toRecord []ended
@@ -480,7 +485,8 @@ func (q *Queue) send(cl *claimed) ended {
 // last, the lease is kept and up to ahead deliveries after l.last are read
 // (none when ahead is 0); with ahead < 0 it goes back. Dead letters are
 // told to OnDead once the call ends, as the disk queue does, so that what
-// OnDead reports can be read back from Dead. A failed call leaves the
+// OnDead reports can be read back from Dead. A failed call goes again,
+// for up to a quarter of the lease; one that still fails leaves the
 // deliveries pending in Redis: they are sent again once the lease runs
 // out.
 func (q *Queue) settle(l *line, items []ended, last *ended, ahead int) *settleCall {
@@ -518,15 +524,26 @@ func (q *Queue) settle(l *line, items []ended, last *ended, ahead int) *settleCa
 	go func() {
 		defer close(call.done)
 		ctx := context.WithoutCancel(q.ctx)
-		var cmd *redis.Cmd
-		var err error
-		if durable {
-			cmd, err = q.c.durable(ctx, OpQueueSettle, q.base, queueSettleScript, keys, args...)
-		} else {
+		run := func() (cmd *redis.Cmd, err error) {
+			if durable {
+				return q.c.durable(ctx, OpQueueSettle, q.base, queueSettleScript, keys, args...)
+			}
 			err = q.c.Call(ctx, OpQueueSettle, func(ctx context.Context) error {
 				cmd = queueSettleScript.Run(ctx, q.c.rdb, keys, args...)
 				return cmd.Err()
 			})
+			return cmd, err
+		}
+		start := time.Now()
+		cmd, err := run()
+		// A call that failed may have been made or not: the script is
+		// idempotent (a delivery removed is not removed again, what it
+		// read is read again, a lease no longer the caller's is left
+		// alone), so it goes again for a while, rather than leave the
+		// organization waiting for the lease's end. Not while closing.
+		for wait := settleRetry; err != nil && q.ctx.Err() == nil && time.Since(start) < q.qo.Lease/4; wait = min(2*wait, time.Second) {
+			time.Sleep(wait)
+			cmd, err = run()
 		}
 		var reply []any
 		if err == nil {

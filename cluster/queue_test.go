@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -661,6 +662,57 @@ func TestQueueDeliversOrganizationsInParallel(t *testing.T) {
 			if want := fmt.Sprintf("%s-%d", org, i); body != want {
 				t.Fatalf("%s: delivery %d is %q, want %q", org, i, body, want)
 			}
+		}
+	}
+}
+
+// A settle call that fails goes again: with Redis hung past the client's
+// timeout right after the app acknowledged delivery 3, every delivery is
+// recorded once Redis is back, long before the lease (two minutes) would
+// run out and another instance send the unrecorded ones again.
+func TestQueueSettleCallGoesAgainAfterAFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	defer srv.Resume()
+	stuck, _ := newStuckApp(t)
+	first, err := newClient(t, srv, Options{}).OpenQueue(stuck.as("first"), fastRetries, QueueOptions{Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 6
+	for i := 1; i <= total; i++ {
+		enqueue(t, first, "acme", fmt.Sprint("acme-", i))
+	}
+	_ = first.Close()
+
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		if body == "acme-3" {
+			srv.Pause()
+		}
+		return queue.Result{Status: http.StatusOK}
+	})
+	var settleFailed atomic.Bool
+	c := newClient(t, srv, Options{Timeout: 300 * time.Millisecond, OnError: func(op Op, err error) {
+		if op == OpQueueSettle {
+			settleFailed.Store(true)
+		}
+	}})
+	q := openQueue(t, c, app.as("a"), fastRetries, QueueOptions{Lease: 2 * time.Minute})
+	waitFor(t, "a settle call to fail", 30*time.Second, settleFailed.Load)
+	srv.Resume()
+	waitFor(t, "every delivery recorded, well before the lease's end", 30*time.Second, func() bool {
+		return app.delivered() == total && q.Stats().Depth == 0
+	})
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	var got []string
+	for _, b := range app.got {
+		if !slices.Contains(got, b) {
+			got = append(got, b)
+		}
+	}
+	for i, body := range got {
+		if want := fmt.Sprint("acme-", i+1); body != want {
+			t.Fatalf("first attempts %q, want acme-1 to acme-%d in order", got, total)
 		}
 	}
 }
