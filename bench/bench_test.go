@@ -256,7 +256,7 @@ func TestChainCaddyfilesAdapt(t *testing.T) {
 			}
 			plain, chain := c.caddyfiles(env)
 			for side, cfg := range map[string]string{"plain": plain, "chain": chain} {
-				for _, ph := range []string{"{out}", "{emulator}", "{upstream}", "{redis}"} {
+				for _, ph := range []string{"{out}", "{emulator}", "{upstream}", "{redis}", "{drain}"} {
 					if strings.Contains(cfg, ph) {
 						t.Errorf("%s side keeps the bench placeholder %s:\n%s", side, ph, cfg)
 					}

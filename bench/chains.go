@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -81,6 +82,17 @@ type chain struct {
 	// of their line in the admin API's /metrics: a name, or a name and
 	// its first labels) read after the last round and given in the notes.
 	metrics []string
+	// drainHandlers, when set, make the chain a queue chain: they are the
+	// handlers of a second site of the chain side, whose queue delivers to
+	// the drain app ({drain} stands for its port), for the drains (see
+	// measureDrain); the plain side gets a second site with reverse_proxy
+	// to that app alone.
+	drainHandlers string
+	// relativeTo, when set, names a chain whose chain side this chain's
+	// chain side must reach relTarget of in requests/s (and at most
+	// relP50Target times its p50), in the same run.
+	relativeTo string
+	relTarget  float64
 	// warm is how many requests go to the chain before it is measured.
 	warm int
 	std  bool // uses Caddy's standard modules only (a harness check)
@@ -149,6 +161,10 @@ const appDescriptor = `{
 const authSubscriptionHandlers = "service_auth {\n\ths256_secret " + benchSecret + "\n}\n" +
 	"service_subscription {\n\tapp_identifier demo-app\n\tbase_url http://127.0.0.1:{emulator}\n}"
 
+// redisDrainHandlers are the drain site's handlers of the chains with the
+// queue in Redis: a queue of its own (its name is its to).
+const redisDrainHandlers = "service_webhook {\n\tsecret " + benchSecret + "\n\tqueue {\n\t\tto http://127.0.0.1:{drain}\n\t}\n}"
+
 var allChains = []*chain{
 	{
 		name: "auth", title: "service_auth (HS256) + reverse_proxy, GET with a valid token",
@@ -195,26 +211,31 @@ var allChains = []*chain{
 		name: "webhook-queue-1k", title: "service_webhook with queue (answers 202 once stored), 1 KB signed deliveries, against reverse_proxy",
 		handlers: "service_webhook {\n\tsecret " + benchSecret +
 			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t\tdir {out}/webhook-queue-1k.queue\n\t}\n}",
+		drainHandlers: "service_webhook {\n\tsecret " + benchSecret +
+			"\n\tqueue {\n\t\tto http://127.0.0.1:{drain}\n\t\tdir {out}/webhook-queue-1k.queue/drain\n\t}\n}",
 		scratch: "webhook-queue-1k.queue",
-		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
+		metrics: []string{queueDelivered, queueDepth},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
 	},
 	{
 		name: "webhook-queue-redis-1k", title: "service_webhook with queue in Redis (`servicegate { redis … }`, Redis syncing its append-only file before every answer), 1 KB signed deliveries, against reverse_proxy",
 		handlers: "service_webhook {\n\tsecret " + benchSecret +
 			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}",
-		globals: "servicegate {\n\tredis redis://127.0.0.1:{redis}\n}",
-		redis:   true, durableRedis: true,
-		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
+		drainHandlers: redisDrainHandlers,
+		globals:       "servicegate {\n\tredis redis://127.0.0.1:{redis}\n}",
+		redis:         true, durableRedis: true,
+		metrics: []string{queueDelivered, queueDepth},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
 	},
 	{
 		name: "webhook-queue-redis-replicas1-1k", title: "service_webhook with queue in Redis and `replicas 1` (each delivery acknowledged once a replica has it; both Redis servers syncing their append-only files), 1 KB signed deliveries, against reverse_proxy",
 		handlers: "service_webhook {\n\tsecret " + benchSecret +
 			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}",
-		globals: "servicegate {\n\tredis redis://127.0.0.1:{redis}\n\treplicas 1\n}",
-		redis:   true, durableRedis: true, redisReplica: true,
-		metrics: []string{`servicegate_webhook_queue_attempts_total{outcome="delivered"}`, "servicegate_webhook_queue_depth"},
+		drainHandlers: redisDrainHandlers,
+		globals:       "servicegate {\n\tredis redis://127.0.0.1:{redis}\n\treplicas 1\n}",
+		redis:         true, durableRedis: true, redisReplica: true,
+		relativeTo: "webhook-queue-redis-1k", relTarget: 0.8,
+		metrics: []string{queueDelivered, queueDepth},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
 	},
 	{
@@ -343,7 +364,9 @@ type chainResult struct {
 	// direct is, for loadSequential with goalSHA, the same request sent
 	// straight to the upstream with no Caddy between: the time of one trip
 	// of the body to the app, its answer included.
-	direct     sideResult
+	direct sideResult
+	// queue holds what a queue chain measured besides wrk's numbers.
+	queue      *queueResult
 	bodySize   int
 	answerSize int // bytes of the answer to the probe of the plain side
 	notes      []string
@@ -452,6 +475,13 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 		}
 	}
 
+	if c.drainHandlers != "" {
+		// Before the wrk rounds, whose backlog would compete with it.
+		if err := c.measureDrain(env, res); err != nil {
+			res.err = err
+			return res
+		}
+	}
 	switch c.load {
 	case loadWrk:
 		err = c.measureWrk(env, rq, plain, side, res)
@@ -466,6 +496,11 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 	}
 	if len(c.metrics) > 0 {
 		res.notes = append(res.notes, readMetrics(client, "http://"+loopback(p.chainAdmin), c.metrics))
+	}
+	if res.queue != nil {
+		if _, res.queue.depth, err = queueCounters(context.Background(), client, "http://"+loopback(p.chainAdmin)); err != nil {
+			res.queue.depthErr = err.Error()
+		}
 	}
 	if redis != nil {
 		res.notes = append(res.notes, redisNote(loopback(p.redis), res.chain))
@@ -512,6 +547,10 @@ func (c *chain) caddyfiles(env *benchEnv) (plain, chain string) {
 		siteWithRoute(p.plainHTTP, c.expand(env, c.plainHandlers), p.upstream)
 	chain = globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS, c.expand(env, c.globals)) + "\n" +
 		siteWithRoute(p.chainHTTP, c.expand(env, c.handlers), p.upstream)
+	if c.drainHandlers != "" {
+		plain += "\n" + siteWithRoute(p.plainDrain, "", p.drainApp)
+		chain += "\n" + siteWithRoute(p.chainDrain, c.expand(env, c.drainHandlers), p.drainApp)
+	}
 	if c.extraSite != nil {
 		chain += "\n" + c.extraSite(p)
 	}
@@ -519,12 +558,13 @@ func (c *chain) caddyfiles(env *benchEnv) (plain, chain string) {
 }
 
 // expand is lines of the chain's Caddyfile with {emulator}, {upstream},
-// {redis} and {out} replaced.
+// {redis}, {drain} and {out} replaced.
 func (c *chain) expand(env *benchEnv, lines string) string {
 	return strings.NewReplacer(
 		"{emulator}", fmt.Sprint(env.ports.emulator),
 		"{upstream}", fmt.Sprint(env.ports.upstream),
 		"{redis}", fmt.Sprint(env.ports.redis),
+		"{drain}", fmt.Sprint(env.ports.drainApp),
 		"{out}", env.out,
 	).Replace(lines)
 }
@@ -564,6 +604,7 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 		for _, isChain := range order(i) {
 			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
 			cpu0, cpuErr := procs[isChain].cpuTime()
+			delivered0, deliveredErr := c.delivered(env, isChain)
 			var profiled chan error
 			if env.opts.profile && i == env.opts.rounds-1 {
 				profiled = profileDuring(procs[isChain], filepath.Join(env.out, fmt.Sprintf("%s-%s.pprof", c.name, sideName(isChain))), env.opts.duration)
@@ -583,6 +624,10 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 				return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, err)
 			}
 			cpu1, cpuErr2 := procs[isChain].cpuTime()
+			if delivered1, err := c.delivered(env, isChain); err == nil && deliveredErr == nil && res.queue != nil && isChain {
+				res.queue.delivered += delivered1 - delivered0
+				res.queue.deliveredFor += time.Duration(s.DurationUS) * time.Microsecond
+			}
 			if cpuErr != nil || cpuErr2 != nil {
 				return fmt.Errorf("reading the CPU time of %s: %v", procs[isChain].name, errors.Join(cpuErr, cpuErr2))
 			}
@@ -597,6 +642,18 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 		}
 	}
 	return nil
+}
+
+// delivered reads how many deliveries a queue chain's chain side has made
+// (0 for the other chains and sides).
+func (c *chain) delivered(env *benchEnv, isChain bool) (float64, error) {
+	if c.drainHandlers == "" || !isChain {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, _, err := queueCounters(ctx, http.DefaultClient, "http://"+loopback(env.ports.chainAdmin))
+	return d, err
 }
 
 func (c *chain) measureSequential(env *benchEnv, client *http.Client, rq request, plain, side *caddySide, res *chainResult) error {

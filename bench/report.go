@@ -265,6 +265,7 @@ func (rep *report) markdown() string {
 		}
 		w("\nThe result compares the ratio of the median requests/s with the goal; p50 and p99 are medians over the rounds. Caddy CPU per request is the CPU time (user and system, from `/proc/<pid>/stat`) of that side's Caddy during a round divided by its requests, median over the rounds: it is less sensitive than requests/s to other work competing for the machine.\n\n")
 	}
+	b.WriteString(queueSection(rep.chains))
 	if len(seq) > 0 {
 		w("### Large bodies, one at a time (added time against plain)\n\n")
 		w("| chain | body | median plain | median chain | added | SHA-256 alone | added / SHA-256 | straight to the app | peak RSS plain / chain | goal | result |\n")

@@ -118,9 +118,10 @@ type Options struct {
 	TLS bool
 	// Replicas is how many replicas must have a write that must not be
 	// lost (a queued delivery before it is acknowledged, a dead letter, a
-	// replay) before it counts as done: WAIT after the write. 0, the
-	// default, waits for none: a primary that dies may take its last
-	// writes with it.
+	// replay) before it counts as done: WAIT after the write, one WAIT
+	// for the writes of concurrent callers (see durable). 0, the default,
+	// waits for none: a primary that dies may take its last writes with
+	// it.
 	Replicas int
 	// ReplicasTimeout bounds that wait; fewer confirmations within it
 	// make the write fail (ErrReplicas). Default DefaultReplicasTimeout.
@@ -180,6 +181,9 @@ type Client struct {
 	pubsub    *redis.PubSub
 	stop      context.CancelFunc
 	done      chan struct{}
+
+	lanesMu sync.Mutex
+	lanes   map[string]*lane // the durable writes' rounds, by primary (durable.go)
 }
 
 type listener struct{ fn func(payload string) }
@@ -395,51 +399,6 @@ func (c *Client) callWithin(ctx context.Context, op Op, timeout time.Duration, f
 // failure counts as any other (OpPing).
 func (c *Client) Ping(ctx context.Context) error {
 	return c.Call(ctx, OpPing, func(ctx context.Context) error { return c.rdb.Ping(ctx).Err() })
-}
-
-// ErrReplicas is the error of a write that fewer replicas than
-// Options.Replicas confirmed within Options.ReplicasTimeout: it may be on
-// the primary alone, which could take it along if it died, so it is not
-// to be acknowledged.
-var ErrReplicas = errors.New("fewer Redis replicas than required confirmed the write")
-
-// durable runs write, a write whose loss would lose something
-// acknowledged, as op. With Options.Replicas set, it runs on one
-// connection to the primary that holds key, followed by WAIT on that
-// connection: the write counts as done only once that many replicas have
-// it (or anything the primary did after it) within
-// Options.ReplicasTimeout; else the error is ErrReplicas. write's redis.Nil
-// is not a failure, and is returned once the replicas confirm.
-func (c *Client) durable(ctx context.Context, op Op, key string, write func(ctx context.Context, r redis.Scripter) error) error {
-	n := c.opts.Replicas
-	if n == 0 {
-		return c.Call(ctx, op, func(ctx context.Context) error { return write(ctx, c.rdb) })
-	}
-	return c.callWithin(ctx, op, c.timeout+c.opts.ReplicasTimeout, func(ctx context.Context) error {
-		node, ok := c.rdb.(*redis.Client) // one server, or Sentinel's primary
-		if cc, isCluster := c.rdb.(*redis.ClusterClient); isCluster {
-			var err error
-			if node, err = cc.MasterForKey(ctx, key); err != nil {
-				return err
-			}
-		} else if !ok {
-			return fmt.Errorf("a %T cannot wait for replicas", c.rdb)
-		}
-		conn := node.Conn()
-		defer conn.Close()
-		werr := write(ctx, conn)
-		if werr != nil && !errors.Is(werr, redis.Nil) {
-			return werr
-		}
-		got, err := conn.Wait(ctx, n, c.opts.ReplicasTimeout).Result()
-		if err != nil {
-			return err
-		}
-		if got < int64(n) {
-			return fmt.Errorf("%w: %d of %d within %s", ErrReplicas, got, n, c.opts.ReplicasTimeout)
-		}
-		return werr
-	})
 }
 
 // CallError is a failed Redis call, as Call returns it. Its failure has

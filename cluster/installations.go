@@ -51,9 +51,7 @@ var putScript = redis.NewScript(`redis.call("HSET", KEYS[1], ARGV[1], ARGV[2]) r
 // (else ErrReplicas, which the lifecycle call answers 503).
 func (s *Installations) Put(organization string, sealed []byte) error {
 	ctx := context.Background()
-	if err := s.c.durable(ctx, OpSet, s.key, func(ctx context.Context, r redis.Scripter) error {
-		return putScript.Run(ctx, r, []string{s.key}, organization, sealed).Err()
-	}); err != nil {
+	if _, err := s.c.durable(ctx, OpSet, s.key, putScript, []string{s.key}, organization, sealed); err != nil {
 		return err
 	}
 	return s.c.Publish(ctx, s.channel, organization)

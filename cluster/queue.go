@@ -98,9 +98,18 @@ var _ queue.Deliveries = (*Queue)(nil)
 
 // claimed is one delivery an instance holds the lease of.
 type claimed struct {
-	org, entry string
-	meta       queue.Meta
-	payload    []byte
+	entry   string
+	meta    queue.Meta
+	payload []byte
+}
+
+// line is one organization's deliveries that an instance holds the lease
+// of: those it read and has not sent yet, in order.
+type line struct {
+	org  string
+	held []*claimed
+	// last is the stream entry last read: reading ahead goes on after it.
+	last string
 }
 
 // OpenQueue starts delivering the shared queue called qo.Name: this
@@ -181,17 +190,16 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 	// The token makes the call idempotent: a script run again (the client
 	// resends a call whose answer was lost) returns the ID it gave.
 	token := q.key("t:" + randomHex(12))
-	var id string
-	err = q.c.durable(q.ctx, OpQueueAdd, q.base, func(ctx context.Context, r redis.Scripter) error {
-		var err error
-		id, err = queueAddScript.Run(ctx, r,
-			[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup, q.key("epoch"), token},
-			randomHex(6), meta, payload, now.UnixMilli(), q.opts.Dedup.Milliseconds(), d.Organization).Text()
-		return err
-	})
+	cmd, err := q.c.durable(q.ctx, OpQueueAdd, q.base, queueAddScript,
+		[]string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + d.Organization), dedup, q.key("epoch"), token},
+		randomHex(6), meta, payload, now.UnixMilli(), q.opts.Dedup.Milliseconds(), d.Organization)
 	if errors.Is(err, redis.Nil) {
 		return queue.ErrDuplicate
 	}
+	if err != nil {
+		return fmt.Errorf("webhook queue: storing a delivery: %w", err)
+	}
+	id, err := cmd.Text()
 	if err != nil {
 		return fmt.Errorf("webhook queue: storing a delivery: %w", err)
 	}
@@ -219,8 +227,8 @@ func (q *Queue) startDue() time.Duration {
 		default:
 			return wait // every slot busy
 		}
-		cl, next, err := q.claim()
-		if err != nil || cl == nil {
+		l, next, err := q.claim()
+		if err != nil || l == nil {
 			<-q.slots
 			if err == nil && next >= 0 {
 				wait = min(wait, next)
@@ -229,18 +237,28 @@ func (q *Queue) startDue() time.Duration {
 		}
 		q.done.Add(1)
 		q.sending.Add(1)
-		go q.attempt(cl)
+		go q.attempt(l)
 	}
 }
 
-// claim takes the head of a due organization, or says how long until one
-// is due (-1: none queued).
-func (q *Queue) claim() (*claimed, time.Duration, error) {
+// How far an instance holding an organization's lease reads ahead of the
+// delivery it sends: at most readAhead deliveries, and no more once their
+// payloads reach aheadBytes (a larger delivery is read alone).
+const (
+	readAhead  = 16
+	aheadBytes = 1 << 20
+)
+
+// claim takes the head of a due organization, and the deliveries after
+// it that it reads ahead, or says how long until one is due (-1: none
+// queued).
+func (q *Queue) claim() (*line, time.Duration, error) {
 	var reply []any
 	err := q.c.Call(q.ctx, OpQueueClaim, func(ctx context.Context) error {
 		var err error
 		reply, err = queueClaimScript.Run(ctx, q.c.rdb, []string{q.key("ready"), q.key("pending")},
-			q.opts.Now().UnixMilli(), q.qo.Lease.Milliseconds(), q.consumer, q.base, 2*q.opts.Concurrency+8).Slice()
+			q.opts.Now().UnixMilli(), q.qo.Lease.Milliseconds(), q.consumer, q.base, 2*q.opts.Concurrency+8,
+			readAhead, aheadBytes).Slice()
 		return err
 	})
 	if err != nil {
@@ -254,28 +272,34 @@ func (q *Queue) claim() (*claimed, time.Duration, error) {
 		}
 		return nil, time.Duration(ms) * time.Millisecond, nil
 	}
-	cl := q.parseClaim(reply)
-	if cl == nil {
+	l := &line{}
+	if !q.readEntries(l, reply) {
 		return nil, 0, fmt.Errorf("webhook queue: unexpected claim reply of %d values", len(reply))
 	}
-	return cl, 0, nil
+	return l, 0, nil
 }
 
-// parseClaim reads a delivery as the scripts return it: {org, entry, id,
-// meta, payload}; nil for any other reply.
-func (q *Queue) parseClaim(reply []any) *claimed {
-	if len(reply) != 5 {
-		return nil
+// readEntries adds to l the deliveries as the scripts return them: {org,
+// entry, id, meta, payload, entry, …}, and says whether the reply had
+// that form.
+func (q *Queue) readEntries(l *line, reply []any) bool {
+	if len(reply) < 5 || (len(reply)-1)%4 != 0 {
+		return false
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
-	cl := &claimed{org: str(reply[0]), entry: str(reply[1]), payload: []byte(str(reply[4]))}
-	id := str(reply[2])
-	if err := json.Unmarshal([]byte(str(reply[3])), &cl.meta); err != nil {
-		// Metadata lost or corrupt: deliver what the stream holds.
-		cl.meta = queue.Meta{Organization: cl.org, Received: q.opts.Now()}
+	l.org = str(reply[0])
+	for i := 1; i < len(reply); i += 4 {
+		cl := &claimed{entry: str(reply[i]), payload: []byte(str(reply[i+3]))}
+		id := str(reply[i+1])
+		if err := json.Unmarshal([]byte(str(reply[i+2])), &cl.meta); err != nil {
+			// Metadata lost or corrupt: deliver what the stream holds.
+			cl.meta = queue.Meta{Organization: l.org, Received: q.opts.Now()}
+		}
+		cl.meta.ID, cl.meta.Seq = id, seqOf(id)
+		l.held = append(l.held, cl)
+		l.last = cl.entry
 	}
-	cl.meta.ID, cl.meta.Seq = id, seqOf(id)
-	return cl
+	return true
 }
 
 // reportError tells OnError of an error the queue survives, unless it is a
@@ -303,86 +327,250 @@ func seqOf(id string) uint64 {
 	return n
 }
 
+// settleRetry is the first wait before a failed settle call goes again;
+// each wait doubles, up to a second.
+const settleRetry = 50 * time.Millisecond
+
 // maxStreak is how many deliveries of one organization an instance sends
 // in a row, keeping its lease, before it lets the organization go back to
 // the others (and to the other organizations waiting for a slot).
 const maxStreak = 64
 
-// attempt sends cl, then the organization's next deliveries as settling
-// each hands them over, and frees its slot.
-func (q *Queue) attempt(cl *claimed) {
+// attempt delivers l's deliveries, and frees its slot.
+func (q *Queue) attempt(l *line) {
 	defer q.done.Done()
 	defer func() { q.sending.Add(-1); <-q.slots; q.poke() }()
-	for streak := 1; cl != nil; streak++ {
-		cl = q.send(cl, streak < maxStreak)
+	q.deliver(l)
+}
+
+// ended is how an attempt ended, to be recorded in Redis: a settle
+// script item.
+type ended struct {
+	mode string // done, bury, retry or release
+	cl   *claimed
+	meta queue.Meta // as it stands after the attempt
+	due  time.Time  // retry, release: when the organization may be taken next
+}
+
+// settleCall is a settle call on its way to Redis.
+type settleCall struct {
+	done chan struct{}
+	// Once done: err, else whether the lease is still the caller's, and
+	// the deliveries read ahead.
+	err  error
+	kept bool
+	more line
+}
+
+// deliver sends l's deliveries one at a time, in order, and the ones it
+// reads ahead after them, until maxStreak, a retry, the queue closing or
+// the organization running out. The order is the stream's, not the
+// settling's: the delivery after one that the app acknowledged goes to
+// the app while the call that records the first is on its way, and the
+// attempts that end while a call is on its way are recorded together by
+// the next. A delivery the app acknowledged but Redis has not recorded
+// stays pending: if the instance dies, it goes again (at least once),
+// never lost. A call that fails (after its retries, see settle) stops the
+// streak, leaving what is not recorded to be sent again once the lease
+// runs out.
+func (q *Queue) deliver(l *line) {
+	var (
+		toRecord []ended
+		call     *settleCall // the call on its way, nil when none
+		last     *ended      // a retry or release, which ends the streak
+		sent     int
+		leased   = true
+		failed   bool
+	)
+	// absorb waits for the call on its way and takes what it read; it
+	// says whether the streak may go on.
+	absorb := func() bool {
+		<-call.done
+		c := call
+		call = nil
+		if c.err != nil {
+			failed = true
+			return false
+		}
+		leased = c.kept
+		if len(c.more.held) > 0 {
+			l.held = append(l.held, c.more.held...)
+			l.last = c.more.last
+		}
+		return c.kept
+	}
+	for sent < maxStreak {
+		if call != nil && (len(l.held) == 0 || closed(call.done)) {
+			if !absorb() {
+				break
+			}
+			continue
+		}
+		if len(l.held) == 0 {
+			if len(toRecord) == 0 {
+				break
+			}
+			// Nothing in hand: record what ended, and read on.
+			call = q.settle(l, toRecord, nil, q.ahead(l, sent))
+			toRecord = nil
+			continue
+		}
+		cl := l.held[0]
+		l.held = l.held[1:]
+		sent++
+		e := q.send(cl)
+		if e.mode == "retry" || e.mode == "release" {
+			last = &e
+			break
+		}
+		toRecord = append(toRecord, e)
+		if call == nil {
+			call = q.settle(l, toRecord, nil, q.ahead(l, sent))
+			toRecord = nil
+		}
+	}
+	if call != nil {
+		absorb()
+	}
+	if failed || (!leased && len(toRecord) == 0 && last == nil) {
+		return
+	}
+	// The last call: what ended, and the lease given back (the
+	// deliveries read ahead and not sent stay pending, for the next
+	// claim).
+	<-q.settle(l, toRecord, last, -1).done
+}
+
+// closed says whether ch is closed.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
-// send sends one delivery and files the result; with next, it returns the
-// organization's next delivery when there is one.
-func (q *Queue) send(cl *claimed, next bool) *claimed {
-	m := cl.meta
+// ahead is how many deliveries to read ahead, sent deliveries into the
+// streak: up to readAhead in hand, and no more than the streak sends.
+func (q *Queue) ahead(l *line, sent int) int {
+	if q.ctx.Err() != nil {
+		return 0
+	}
+	return max(min(readAhead, maxStreak-sent)-len(l.held), 0)
+}
+
+// send sends one delivery and says how it ended.
+func (q *Queue) send(cl *claimed) ended {
 	h, body, err := queue.DecodePayload(cl.payload)
-	m, outcome, closing := q.opts.Attempt(q.ctx, q.sender, m, h, body, err)
+	m, outcome, closing := q.opts.Attempt(q.ctx, q.sender, cl.meta, h, body, err)
 	if closing {
 		// The lease goes back, so that another instance sends the
 		// delivery again now rather than when it ends.
-		q.settle(cl, "release", m, q.opts.Now(), false)
-		return nil
+		return ended{mode: "release", cl: cl, meta: m, due: q.opts.Now()}
 	}
 	q.opts.OnOutcome(outcome)
 	switch outcome {
 	case queue.OutcomeDelivered:
-		return q.settle(cl, "done", m, time.Time{}, next)
+		return ended{mode: "done", cl: cl, meta: m}
 	case queue.OutcomeRetry:
-		return q.settle(cl, "retry", m, m.NextAttempt, false)
+		return ended{mode: "retry", cl: cl, meta: m, due: m.NextAttempt}
 	default:
-		// Told once the dead letter is recorded, as the disk queue does,
-		// so that what OnDead reports can be read back from Dead.
-		nxt := q.settle(cl, "bury", m, time.Time{}, next)
-		q.opts.OnDead(m)
-		return nxt
+		return ended{mode: "bury", cl: cl, meta: m}
 	}
 }
 
-// settle runs the settle script for cl in mode, with m as the delivery's
-// metadata and due as when its organization may be taken next (retry,
-// release); with next, it returns the organization's next delivery, if
-// any, under the lease kept. A failure leaves the delivery pending in
-// Redis: it is sent again once the lease runs out.
-func (q *Queue) settle(cl *claimed, mode string, m queue.Meta, due time.Time, next bool) *claimed {
-	meta, _ := json.Marshal(m)
-	takeNext := "0"
-	if next && q.ctx.Err() == nil {
-		takeNext = "1"
+// settle starts the settle call that records items, then last (a retry or
+// a release) when not nil, for l's organization. With ahead >= 0 and no
+// last, the lease is kept and up to ahead deliveries after l.last are read
+// (none when ahead is 0); with ahead < 0 it goes back. Dead letters are
+// told to OnDead once the call ends, as the disk queue does, so that what
+// OnDead reports can be read back from Dead. A failed call goes again,
+// for up to a quarter of the lease; one that still fails leaves the
+// deliveries pending in Redis: they are sent again once the lease runs
+// out.
+func (q *Queue) settle(l *line, items []ended, last *ended, ahead int) *settleCall {
+	if last != nil {
+		items = append(items, *last)
 	}
-	var reply any
+	next, due := "1", q.opts.Now()
+	if ahead < 0 || last != nil {
+		next, ahead = "0", 0
+	}
+	if last != nil {
+		due = last.due
+	}
+	args := []any{q.consumer, q.opts.Now().UnixMilli(), l.org, due.UnixMilli(), next, q.qo.Lease.Milliseconds(), q.base,
+		cmp.Or(l.last, "0-0"), ahead, aheadBytes}
 	// A dead letter is a write that must not be lost; the other modes
 	// only move a delivery that Redis' replicas already have, and a lost
 	// "done" sends it again (at least once).
-	settle := func(ctx context.Context, r redis.Scripter) error {
-		var err error
-		reply, err = queueSettleScript.Run(ctx, r,
-			[]string{q.key("ready"), q.key("pending"), q.key("age"), q.key("s:" + cl.org), q.key("l:" + cl.org), q.key("dead"), q.key("deadp")},
-			cl.entry, m.ID, q.consumer, q.opts.Now().UnixMilli(), cl.org, mode, meta, due.UnixMilli(),
-			takeNext, q.qo.Lease.Milliseconds(), q.base).Result()
-		return err
+	durable := false
+	var dead []queue.Meta
+	for _, e := range items {
+		meta := ""
+		if e.mode == "bury" || e.mode == "retry" {
+			b, _ := json.Marshal(e.meta)
+			meta = string(b)
+		}
+		if e.mode == "bury" {
+			durable = true
+			dead = append(dead, e.meta)
+		}
+		args = append(args, e.mode, e.cl.entry, e.cl.meta.ID, meta)
 	}
-	ctx := context.WithoutCancel(q.ctx)
-	var err error
-	if mode == "bury" {
-		err = q.c.durable(ctx, OpQueueSettle, q.base, settle)
-	} else {
-		err = q.c.Call(ctx, OpQueueSettle, func(ctx context.Context) error { return settle(ctx, q.c.rdb) })
-	}
-	if err != nil {
-		q.reportError(fmt.Errorf("webhook queue: recording the attempt of %s (%s): %w", m.ID, mode, err))
-		return nil
-	}
-	if r, ok := reply.([]any); ok {
-		return q.parseClaim(r)
-	}
-	return nil
+	keys := []string{q.key("ready"), q.key("pending"), q.key("age"), q.key("s:" + l.org), q.key("l:" + l.org), q.key("dead"), q.key("deadp")}
+	call := &settleCall{done: make(chan struct{})}
+	go func() {
+		defer close(call.done)
+		ctx := context.WithoutCancel(q.ctx)
+		run := func() (cmd *redis.Cmd, err error) {
+			if durable {
+				return q.c.durable(ctx, OpQueueSettle, q.base, queueSettleScript, keys, args...)
+			}
+			err = q.c.Call(ctx, OpQueueSettle, func(ctx context.Context) error {
+				cmd = queueSettleScript.Run(ctx, q.c.rdb, keys, args...)
+				return cmd.Err()
+			})
+			return cmd, err
+		}
+		start := time.Now()
+		cmd, err := run()
+		// A call that failed may have been made or not: the script is
+		// idempotent (a delivery removed is not removed again, what it
+		// read is read again, a lease no longer the caller's is left
+		// alone), so it goes again for a while, rather than leave the
+		// organization waiting for the lease's end. Not while closing.
+		for wait := settleRetry; err != nil && q.ctx.Err() == nil && time.Since(start) < q.qo.Lease/4; wait = min(2*wait, time.Second) {
+			time.Sleep(wait)
+			cmd, err = run()
+		}
+		var reply []any
+		if err == nil {
+			reply, err = cmd.Slice()
+		}
+		for _, m := range dead {
+			q.opts.OnDead(m)
+		}
+		if err != nil {
+			call.err = err
+			ids := make([]string, len(items))
+			for i, e := range items {
+				ids[i] = e.cl.meta.ID + " (" + e.mode + ")"
+			}
+			q.reportError(fmt.Errorf("webhook queue: recording the attempts of %s: %w", strings.Join(ids, ", "), err))
+			return
+		}
+		if len(reply) > 0 {
+			kept, _ := reply[0].(int64)
+			call.kept = kept == 1
+		}
+		if len(reply) > 1 && !q.readEntries(&call.more, reply[1:]) {
+			call.err = fmt.Errorf("webhook queue: unexpected settle reply of %d values", len(reply))
+			q.reportError(call.err)
+		}
+	}()
+	return call
 }
 
 // Stats implements queue.Deliveries: the queue's depth across every
@@ -471,18 +659,15 @@ func (q *Queue) Replay(id string) error {
 	now := q.opts.Now()
 	m.Dead, m.Attempts, m.NextAttempt, m.LastStatus, m.LastError = "", 0, now, 0, ""
 	meta, _ := json.Marshal(m)
-	var n int64
-	err = q.c.durable(q.ctx, OpQueueAdmin, q.base, func(ctx context.Context, r redis.Scripter) error {
-		var err error
-		n, err = queueReviveScript.Run(ctx, r,
-			[]string{q.key("dead"), q.key("deadp"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + m.Organization)},
-			id, meta, now.UnixMilli(), m.Organization).Int64()
-		return err
-	})
+	cmd, err := q.c.durable(q.ctx, OpQueueAdmin, q.base, queueReviveScript,
+		[]string{q.key("dead"), q.key("deadp"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:" + m.Organization)},
+		id, meta, now.UnixMilli(), m.Organization)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if n, err := cmd.Int64(); err != nil {
+		return err
+	} else if n == 0 {
 		return queue.ErrNotFound
 	}
 	q.poke()

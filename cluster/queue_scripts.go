@@ -71,13 +71,16 @@ redis.call('SET', KEYS[8], id, 'PX', 60000)
 return id
 `)
 
-// queueTakeLua defines take, which reads an organization's head for the
-// consumer holding its lease, through the consumer group: an entry still
-// pending (read by a consumer that died, or by this one before a retry)
-// comes first, taken over with XAUTOCLAIM, else the next new one. The
-// organization is scored at the lease's end, hidden from the others until
-// then. It returns {org, entry, id, meta, payload}, or nil when the
-// organization has no delivery left.
+// queueTakeLua defines take, which reads up to n of an organization's
+// deliveries after the entry after ('0-0': from its head), in order, for
+// the consumer holding its lease, through the consumer group: entries
+// still pending (read by a consumer that died, or read ahead before a
+// retry or a release) come first, taken over with XAUTOCLAIM, then new
+// ones. Only the lease holder reads the stream, so the pending entries
+// always come before the new ones. It stops after the entry that brings
+// the payloads read to budget bytes; the entries read past it stay
+// pending, for the next take. It returns {org, entry, id, meta, payload,
+// entry, id, …}, or nil when there is nothing to read.
 //
 // A stream that never empties would otherwise keep the name of every
 // consumer that ever read it (each instance start is a new consumer), so
@@ -101,45 +104,70 @@ local function prune(stream, consumer)
   end
 end
 
-local function take(org, now, lease_ms, consumer, base, ready, pending, pruning)
+local function take(org, after, n, budget, consumer, base, pending, pruning)
   local stream = base .. 's:' .. org
-  local e = nil
-  local c = redis.pcall('XAUTOCLAIM', stream, 'deliver', consumer, 0, '0-0', 'COUNT', 1)
-  if type(c) == 'table' and c[2] and c[2][1] then e = c[2][1] end
-  if not e then
-    local r = redis.pcall('XREADGROUP', 'GROUP', 'deliver', consumer, 'COUNT', 1, 'STREAMS', stream, '>')
-    if type(r) == 'table' and r[1] and r[1][2][1] then e = r[1][2][1] end
+  local start = '0-0'
+  if after ~= '0-0' then
+    local ms, sq = string.match(after, '^(%d+)-(%d+)$')
+    start = ms .. '-' .. string.format('%d', tonumber(sq) + 1)
   end
-  if not e then return nil end
+  local es = {}
+  local c = redis.pcall('XAUTOCLAIM', stream, 'deliver', consumer, 0, start, 'COUNT', n)
+  if type(c) == 'table' and type(c[2]) == 'table' then
+    for _, e in ipairs(c[2]) do
+      if type(e) == 'table' then es[#es + 1] = e end
+    end
+  end
+  if #es < n then
+    local r = redis.pcall('XREADGROUP', 'GROUP', 'deliver', consumer, 'COUNT', n - #es, 'STREAMS', stream, '>')
+    if type(r) == 'table' and type(r[1]) == 'table' then
+      for _, e in ipairs(r[1][2]) do es[#es + 1] = e end
+    end
+  end
+  if #es == 0 then return nil end
   if pruning then prune(stream, consumer) end
-  redis.call('ZADD', ready, now + lease_ms, org)
-  local f = {}
-  for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
-  return {org, e[1], f['id'], redis.call('HGET', pending, f['id']) or '', f['p']}
+  local out, size = {org}, 0
+  for _, e in ipairs(es) do
+    local f = {}
+    for i = 1, #e[2], 2 do f[e[2][i]] = e[2][i + 1] end
+    local p = f['p'] or ''
+    out[#out + 1] = e[1]
+    out[#out + 1] = f['id']
+    out[#out + 1] = redis.call('HGET', pending, f['id']) or ''
+    out[#out + 1] = p
+    size = size + #p
+    if size >= budget then break end
+  end
+  return out
 end
 `
 
-// queueClaimScript takes the head of the first due organization whose
-// lease is free: the lease is set for the caller, and take reads the
-// head. An organization whose lease another consumer holds is scored at
-// that lease's end, so that it does not stand in front of the others.
+// queueClaimScript takes the first due organization whose lease is free:
+// the lease is set for the caller, the organization scored at the lease's
+// end (hidden from the others until then), and take reads its head and up
+// to n-1 deliveries after it. An organization whose lease another
+// consumer holds is scored at that lease's end, so that it does not stand
+// in front of the others.
 //
 //	KEYS: ready pending
-//	ARGV: now-ms lease-ms consumer base scan
+//	ARGV: now-ms lease-ms consumer base scan n budget
 //
-// It returns {org, entry, id, meta, payload}, or {wait-ms} when nothing is
-// due (-1: the queue is empty).
+// It returns take's {org, entry, id, meta, payload, …}, or {wait-ms} when
+// nothing is due (-1: the queue is empty).
 var queueClaimScript = redis.NewScript(queueTakeLua + `
 local now = tonumber(ARGV[1])
 local orgs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[5])
 for _, org in ipairs(orgs) do
   local lease = ARGV[4] .. 'l:' .. org
   if redis.call('SET', lease, ARGV[3], 'NX', 'PX', ARGV[2]) then
-    local t = take(org, now, tonumber(ARGV[2]), ARGV[3], ARGV[4], KEYS[1], KEYS[2], true)
-    if t then return t end
+    local t = take(org, '0-0', tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[3], ARGV[4], KEYS[2], true)
+    if t then
+      redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), org)
+      return t
+    end
     redis.call('DEL', lease)
     local stream = ARGV[4] .. 's:' .. org
-    if redis.call('EXISTS', stream) == 0 or redis.call('XLEN', stream) == 0 then
+    if redis.call('XLEN', stream) == 0 then
       redis.call('ZREM', KEYS[1], org)
     end
   else
@@ -151,63 +179,96 @@ if not first[1] then return {-1} end
 return {math.max(tonumber(first[2]) - now, 0)}
 `)
 
-// queueSettleScript files how an attempt ended. mode "done" removes the
+// queueSettleScript files how attempts of one organization's deliveries
+// ended, in the order they were made: each item is a mode, the stream
+// entry, the delivery ID and its metadata. Mode "done" removes the
 // delivery; "bury" moves it to the dead letters with its payload; "retry"
-// records its metadata and scores its organization at the next attempt,
-// leaving the entry pending in the group for the next claim; "release"
-// gives the lease back, the head due now (an attempt cut short by a
-// shutdown). Whatever the mode, the lease and the organization's score
-// are only touched while the caller still holds the lease: one that
-// overran it leaves both to the instance that took over. After "done" or
-// "bury" with next set, the caller keeps the lease, renewed, and gets the
-// organization's next delivery as the claim script returns it (one call
-// where two would do, since each write waits for Redis' disk when it
-// syncs every write); it gets 1 when there is none.
+// records its metadata and scores its organization at the next attempt
+// (due), leaving the entry pending in the group for the next claim;
+// "release" gives the lease back, the head due at due (an attempt cut
+// short by a shutdown). Retry and release end a call's items. Whatever
+// the items, the lease and the organization's score are only touched
+// while the caller still holds the lease: one that overran it leaves both
+// to the instance that took over.
+//
+// After done and bury items alone, with next set, the caller keeps the
+// lease, renewed, and take reads up to n more deliveries after the entry
+// after (the last the caller read): the caller sends them while this call
+// is on its way, and the next call records them (one call for the
+// deliveries that ended while the one before it was on its way, since
+// each write waits for Redis' disk when it syncs every write). Without
+// next, the lease goes back, the deliveries read and not recorded staying
+// pending for the next claim.
 //
 //	KEYS: ready pending age stream lease dead deadp
-//	ARGV: entry id consumer now-ms org mode meta due-ms next lease-ms base
+//	ARGV: consumer now-ms org due-ms next lease-ms base after n budget, then per item: mode entry id meta
+//
+// It returns {0} when the lease is let go (or was not the caller's), {1}
+// when the caller keeps it, with take's {org, entry, id, meta, payload,
+// …} after the 1 when it read any.
 var queueSettleScript = redis.NewScript(queueTakeLua + `
-local mine = redis.call('GET', KEYS[5]) == ARGV[3]
-local mode = ARGV[6]
-if mode == 'retry' or mode == 'release' then
-  if mode == 'retry' and redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
-    redis.call('HSET', KEYS[2], ARGV[2], ARGV[7])
+local mine = redis.call('GET', KEYS[5]) == ARGV[1]
+local last = nil
+local entries, ids = {}, {}
+for i = 11, #ARGV, 4 do
+  local mode, entry, id = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  last = mode
+  if mode == 'retry' then
+    if redis.call('HEXISTS', KEYS[2], id) == 1 then
+      redis.call('HSET', KEYS[2], id, ARGV[i + 3])
+    end
+  elseif mode ~= 'release' then
+    if mode == 'bury' and redis.call('HEXISTS', KEYS[2], id) == 1 then
+      local r = redis.pcall('XRANGE', KEYS[4], entry, entry)
+      if type(r) == 'table' and r[1] then
+        local f = {}
+        for j = 1, #r[1][2], 2 do f[r[1][2][j]] = r[1][2][j + 1] end
+        redis.call('HSET', KEYS[6], id, ARGV[i + 3])
+        redis.call('HSET', KEYS[7], id, f['p'])
+      end
+    end
+    entries[#entries + 1] = entry
+    ids[#ids + 1] = id
+  end
+end
+if #entries > 0 then
+  redis.pcall('XACK', KEYS[4], 'deliver', unpack(entries))
+  redis.pcall('XDEL', KEYS[4], unpack(entries))
+  redis.call('HDEL', KEYS[2], unpack(ids))
+  redis.call('ZREM', KEYS[3], unpack(ids))
+end
+local now = tonumber(ARGV[2])
+if last == 'retry' or last == 'release' then
+  if mine then
+    redis.call('DEL', KEYS[5])
+    redis.call('ZADD', KEYS[1], ARGV[4], ARGV[3])
+  end
+  return {0}
+end
+if redis.call('XLEN', KEYS[4]) > 0 then
+  if mine and ARGV[5] == '1' then
+    redis.call('PEXPIRE', KEYS[5], ARGV[6])
+    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), ARGV[3])
+    local n = tonumber(ARGV[9])
+    if n > 0 then
+      local t = take(ARGV[3], ARGV[8], n, tonumber(ARGV[10]), ARGV[1], ARGV[7], KEYS[2], false)
+      if t then
+        table.insert(t, 1, 1)
+        return t
+      end
+    end
+    return {1}
   end
   if mine then
     redis.call('DEL', KEYS[5])
-    redis.call('ZADD', KEYS[1], ARGV[8], ARGV[5])
-  end
-  return 1
-end
-if mode == 'bury' and redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
-  local r = redis.pcall('XRANGE', KEYS[4], ARGV[1], ARGV[1])
-  if type(r) == 'table' and r[1] then
-    local f = {}
-    for i = 1, #r[1][2], 2 do f[r[1][2][i]] = r[1][2][i + 1] end
-    redis.call('HSET', KEYS[6], ARGV[2], ARGV[7])
-    redis.call('HSET', KEYS[7], ARGV[2], f['p'])
-  end
-end
-redis.pcall('XACK', KEYS[4], 'deliver', ARGV[1])
-redis.pcall('XDEL', KEYS[4], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[2])
-redis.call('ZREM', KEYS[3], ARGV[2])
-if redis.call('EXISTS', KEYS[4]) == 1 and redis.call('XLEN', KEYS[4]) > 0 then
-  if mine and ARGV[9] == '1' then
-    redis.call('PEXPIRE', KEYS[5], ARGV[10])
-    local t = take(ARGV[5], tonumber(ARGV[4]), tonumber(ARGV[10]), ARGV[3], ARGV[11], KEYS[1], KEYS[2], false)
-    if t then return t end
-  end
-  if mine then
-    redis.call('DEL', KEYS[5])
-    redis.call('ZADD', KEYS[1], ARGV[4], ARGV[5])
+    redis.call('ZADD', KEYS[1], now, ARGV[3])
   end
 else
   if mine then redis.call('DEL', KEYS[5]) end
   redis.call('DEL', KEYS[4])
-  redis.call('ZREM', KEYS[1], ARGV[5])
+  redis.call('ZREM', KEYS[1], ARGV[3])
 end
-return 1
+return {0}
 `)
 
 // queueReviveScript turns a dead letter back into a pending delivery at

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/servicegate/servicegate/cluster/redistest"
 	"github.com/servicegate/servicegate/queue"
 )
 
@@ -533,5 +535,184 @@ func TestQueueKeepsTheTraceparentOfEachDelivery(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) != 2 || seen[0] != tp || seen[1] != tp {
 		t.Errorf("attempts had traceparents %q, want %q on both", seen, tp)
+	}
+}
+
+// One organization's next delivery goes to the app while the call that
+// records the last one is on its way: with Redis hung right after the app
+// acknowledged delivery 3, delivery 4 (read ahead) still reaches the app.
+// Once Redis is back, every delivery has reached the app once, in order.
+func TestQueueSendsTheNextDeliveryWhileTheLastIsRecorded(t *testing.T) {
+	srv := redistest.Start(t)
+	defer srv.Resume()
+	// Queued through an instance whose app takes the first and answers
+	// nothing: it gives its lease back as it closes, so that the next
+	// instance takes the six at once.
+	stuck, _ := newStuckApp(t)
+	first, err := newClient(t, srv, Options{}).OpenQueue(stuck.as("first"), fastRetries, QueueOptions{Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 6
+	for i := 1; i <= total; i++ {
+		enqueue(t, first, "acme", fmt.Sprint("acme-", i))
+	}
+	_ = first.Close()
+
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		if body == "acme-3" {
+			srv.Pause()
+		}
+		return queue.Result{Status: http.StatusOK}
+	})
+	// Long enough for Redis' hang not to fail the calls.
+	openQueue(t, newClient(t, srv, Options{Timeout: time.Minute}), app.as("a"), fastRetries, QueueOptions{})
+	waitFor(t, "delivery 4 while Redis hangs", 30*time.Second, func() bool {
+		app.mu.Lock()
+		defer app.mu.Unlock()
+		return len(app.got) >= 4
+	})
+	srv.Resume()
+	waitFor(t, "every delivery", 30*time.Second, func() bool { return app.delivered() == total })
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	for i, body := range app.got {
+		if want := fmt.Sprint("acme-", i+1); body != want {
+			t.Fatalf("attempt %d was %q, want %q: %q", i+1, body, want, app.got)
+		}
+	}
+	if len(app.got) != total {
+		t.Errorf("%d attempts for %d deliveries: %q", len(app.got), total, app.got)
+	}
+}
+
+// Deliveries read ahead stay within aheadBytes: of large deliveries, a
+// call reads a few, and the next reads on from the last it read, in order.
+func TestQueueReadsLargeDeliveriesAheadAFewAtATime(t *testing.T) {
+	srv := startRedis(t)
+	gate := make(chan struct{})
+	var first sync.Once
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		first.Do(func() { <-gate }) // until every delivery is queued
+		return queue.Result{Status: http.StatusOK}
+	})
+	q := openQueue(t, newClient(t, srv, Options{}), app.as("a"), fastRetries, QueueOptions{})
+	const total = 7
+	pad := strings.Repeat("x", aheadBytes/3)
+	for i := range total {
+		enqueue(t, q, "acme", fmt.Sprint(i, pad))
+	}
+	close(gate)
+	waitFor(t, "every delivery", 30*time.Second, func() bool { return app.delivered() == total })
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	for i, body := range app.by["acme"] {
+		if want := fmt.Sprint(i, pad); body != want {
+			t.Fatalf("delivery %d out of order", i)
+		}
+	}
+	for id, n := range app.ids {
+		if n != 1 {
+			t.Errorf("delivery %s sent %d times", id, n)
+		}
+	}
+}
+
+// Organizations are delivered in parallel, up to the concurrency: with 20
+// organizations' deliveries queued, the app holds each attempt until 8
+// are in flight at once (each organization's one at a time), and every
+// delivery reaches it in order.
+func TestQueueDeliversOrganizationsInParallel(t *testing.T) {
+	srv := startRedis(t)
+	const orgs, each, concurrency = 20, 5, 8
+	var (
+		mu      sync.Mutex
+		now     int
+		reached = make(chan struct{})
+		once    sync.Once
+	)
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		mu.Lock()
+		now++
+		if now == concurrency {
+			once.Do(func() { close(reached) })
+		}
+		mu.Unlock()
+		select {
+		case <-reached:
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		now--
+		mu.Unlock()
+		return queue.Result{Status: http.StatusOK}
+	})
+	q := openQueue(t, newClient(t, srv, Options{}), app.as("a"), queue.Options{Concurrency: concurrency}, QueueOptions{})
+	for i := range each {
+		for o := range orgs {
+			enqueue(t, q, fmt.Sprint("org", o), fmt.Sprintf("org%d-%d", o, i))
+		}
+	}
+	waitFor(t, "every delivery", 30*time.Second, func() bool { return app.delivered() == orgs*each })
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	for o := range orgs {
+		org := fmt.Sprint("org", o)
+		for i, body := range app.by[org] {
+			if want := fmt.Sprintf("%s-%d", org, i); body != want {
+				t.Fatalf("%s: delivery %d is %q, want %q", org, i, body, want)
+			}
+		}
+	}
+}
+
+// A settle call that fails goes again: with Redis hung past the client's
+// timeout right after the app acknowledged delivery 3, every delivery is
+// recorded once Redis is back, long before the lease (two minutes) would
+// run out and another instance send the unrecorded ones again.
+func TestQueueSettleCallGoesAgainAfterAFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	defer srv.Resume()
+	stuck, _ := newStuckApp(t)
+	first, err := newClient(t, srv, Options{}).OpenQueue(stuck.as("first"), fastRetries, QueueOptions{Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 6
+	for i := 1; i <= total; i++ {
+		enqueue(t, first, "acme", fmt.Sprint("acme-", i))
+	}
+	_ = first.Close()
+
+	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
+		if body == "acme-3" {
+			srv.Pause()
+		}
+		return queue.Result{Status: http.StatusOK}
+	})
+	var settleFailed atomic.Bool
+	c := newClient(t, srv, Options{Timeout: 300 * time.Millisecond, OnError: func(op Op, err error) {
+		if op == OpQueueSettle {
+			settleFailed.Store(true)
+		}
+	}})
+	q := openQueue(t, c, app.as("a"), fastRetries, QueueOptions{Lease: 2 * time.Minute})
+	waitFor(t, "a settle call to fail", 30*time.Second, settleFailed.Load)
+	srv.Resume()
+	waitFor(t, "every delivery recorded, well before the lease's end", 30*time.Second, func() bool {
+		return app.delivered() == total && q.Stats().Depth == 0
+	})
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	var got []string
+	for _, b := range app.got {
+		if !slices.Contains(got, b) {
+			got = append(got, b)
+		}
+	}
+	for i, body := range got {
+		if want := fmt.Sprint("acme-", i+1); body != want {
+			t.Fatalf("first attempts %q, want acme-1 to acme-%d in order", got, total)
+		}
 	}
 }

@@ -3,7 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,4 +117,78 @@ func TestInstallationPutWaitsForReplicas(t *testing.T) {
 	if got, err := store.Get("1"); err != nil || string(got) != "sealed with the replica up" {
 		t.Errorf("Get = %q, %v", got, err)
 	}
+}
+
+// The acknowledgements of concurrent deliveries share their WAITs: while
+// the replica hangs, the writes of the rounds under way are on the
+// primary and their WAITs blocked there, the writes that came meanwhile
+// wait for the next round, and none is acknowledged. Once the replica is
+// back, every delivery is acknowledged, the replica has each, and the
+// primary ran at most laneRounds+1 WAITs for them all, not one each.
+func TestQueueWithReplicasGroupsTheWaitOfConcurrentDeliveries(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := primary.StartReplica(t)
+	// Nothing is delivered, so the deliveries stay in Redis.
+	app, _ := newStuckApp(t)
+	// Long enough for the replica's hang not to fail the writes.
+	c := newClient(t, primary, Options{Replicas: 1, ReplicasTimeout: time.Minute})
+	q := openQueue(t, c, app.as("a"), queue.Options{}, QueueOptions{})
+	enqueue(t, q, "warm", "the scripts loaded, a connection open")
+	primary.ResetStats()
+
+	replica.Pause()
+	defer replica.Resume()
+	const n = 50
+	var resumed atomic.Bool
+	errs := make(chan error, n)
+	ids := make(chan string, n)
+	for i := range n {
+		go func() {
+			d := replicasDelivery(fmt.Sprint("concurrent ", i))
+			d.Organization = fmt.Sprint("org", i)
+			err := q.Enqueue(d)
+			if err == nil && !resumed.Load() {
+				err = fmt.Errorf("%s acknowledged while the replica hung", d.ID)
+			}
+			ids <- d.ID
+			errs <- err
+		}()
+	}
+	waitFor(t, "the rounds' writes on the primary, their WAITs blocked, the other writes queued", 10*time.Second, func() bool {
+		pending, _ := primary.Do("HLEN", q.key("pending"))
+		onPrimary, _ := strconv.Atoi(pending)
+		clients, _ := primary.Do("INFO", "clients")
+		queued, rounds := lanesState(c)
+		return onPrimary > 1 && onPrimary-1+queued == n && strings.Contains(clients, fmt.Sprintf("blocked_clients:%d\r", rounds))
+	})
+	resumed.Store(true)
+	replica.Resume()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Enqueue: %v", err)
+		}
+	}
+	close(ids)
+	for id := range ids {
+		if got, _ := replica.Do("HEXISTS", q.key("pending"), id); got != "1" {
+			t.Errorf("delivery %s acknowledged, not on the replica", id)
+		}
+	}
+	if waits := primary.CommandCalls()["wait"]; waits < 1 || waits > laneRounds+1 {
+		t.Errorf("%d WAITs for %d concurrent deliveries, want 1 to %d (the rounds under way, then the rest)", waits, n, laneRounds+1)
+	}
+}
+
+// lanesState counts the writes waiting for a round of c's lanes, and the
+// rounds under way.
+func lanesState(c *Client) (queued, rounds int) {
+	c.lanesMu.Lock()
+	defer c.lanesMu.Unlock()
+	for _, l := range c.lanes {
+		l.mu.Lock()
+		queued += len(l.queued)
+		rounds += l.underWay
+		l.mu.Unlock()
+	}
+	return queued, rounds
 }
