@@ -162,7 +162,7 @@ func ownHost(r *http.Request, siteHosts func(*http.Request) []string) bool {
 	}
 	for _, name := range names {
 		name = strings.ToLower(name)
-		if name == h || strings.Contains(name, "*") && wildcardMatch(name, h) {
+		if name == h || strings.Contains(name, "*") && siteorigin.MatchHost(name, h) {
 			return true
 		}
 	}
@@ -185,21 +185,6 @@ func WithStreamsEnd(ctx context.Context, done <-chan struct{}) context.Context {
 // site is known per request.
 func WithSiteHosts(ctx context.Context, hosts []string) context.Context {
 	return context.WithValue(ctx, siteHostsKey{}, hosts)
-}
-
-// wildcardMatch matches name against a host pattern whose "*" labels
-// stand for one label each, as Caddy's host matcher does.
-func wildcardMatch(pattern, name string) bool {
-	p, n := strings.Split(pattern, "."), strings.Split(name, ".")
-	if len(p) != len(n) {
-		return false
-	}
-	for i := range p {
-		if p[i] != "*" && p[i] != n[i] || n[i] == "" {
-			return false
-		}
-	}
-	return true
 }
 
 // sameOrigin reports whether r may change something: a GET or HEAD; a

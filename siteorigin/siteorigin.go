@@ -67,7 +67,7 @@ func Host(hosts []string, requestHost string) (string, bool) {
 		case strings.Contains(h, "{"):
 			// A placeholder: known only per request.
 		case strings.Contains(h, "*"):
-			if wildcardMatch(h, name) {
+			if MatchHost(h, name) {
 				return name, true
 			}
 		case h == name:
@@ -82,9 +82,9 @@ func Host(hosts []string, requestHost string) (string, bool) {
 	return "", false
 }
 
-// wildcardMatch matches name against a host pattern whose "*" labels
-// stand for one label each, as Caddy's host matcher does.
-func wildcardMatch(pattern, name string) bool {
+// MatchHost matches name against a host pattern whose "*" labels stand
+// for one label each, as Caddy's host matcher does.
+func MatchHost(pattern, name string) bool {
 	p, n := strings.Split(pattern, "."), strings.Split(name, ".")
 	if len(p) != len(n) {
 		return false
