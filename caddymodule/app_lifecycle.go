@@ -78,6 +78,8 @@ func (a *ServiceApp) proveWith(g *AppRoute) error {
 		if p.client, err = subscription.NewClient(""); err != nil {
 			return err
 		}
+		// Its transport is its own: a reload does not leave it connected.
+		a.cleanups = append(a.cleanups, cleanupFunc(p.client.CloseIdleConnections))
 		p.base = strings.TrimSuffix(caddy.NewReplacer().ReplaceKnown(a.Service, ""), "/")
 	}
 	a.proof = p

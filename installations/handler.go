@@ -444,7 +444,7 @@ func (h *Handler) confirm(ctx context.Context, e *entry) (*Installation, Confirm
 // in, and runs commit once the app acknowledged it; without Forward it
 // commits and answers 200.
 func (h *Handler) tell(w http.ResponseWriter, r *http.Request, next Next, kind Kind, in *Installation, expires time.Time, commit func() error) error {
-	done := map[Kind]Outcome{Installed: Stored, Uninstall: Uninstalled, SubscriptionPaid: Paid}[kind]
+	done := toldOutcomes[kind]
 	if !h.cfg.Forward {
 		if commit != nil {
 			if err := commit(); err != nil {
@@ -496,6 +496,9 @@ func (h *Handler) tell(w http.ResponseWriter, r *http.Request, next Next, kind K
 	h.cfg.Report(done, in.OrganizationID, nil)
 	return nil
 }
+
+// toldOutcomes is the outcome of each kind of call once it is done.
+var toldOutcomes = [NumKinds]Outcome{Installed: Stored, Uninstall: Uninstalled, SubscriptionPaid: Paid}
 
 // commitFailed answers a call whose change could not be stored.
 func (h *Handler) commitFailed(w http.ResponseWriter, r *http.Request, in *Installation, err error) error {
