@@ -154,6 +154,7 @@ type Handler struct {
 	headers  []string // canonical names of ClaimHeaders, sorted
 	paths    []string // claim path of each of headers
 	orgPaths []string
+	values   valueChunks // the backing arrays of requests' claim header values
 }
 
 // NewHandler returns the Handler of c.
@@ -210,9 +211,9 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 		return h.refuseToken(w, r, err, fromQuery)
 	}
 	if n := len(h.headers); n > 0 {
-		// One backing array for this request's header values: later
-		// handlers may change them in place, so they are never shared.
-		vals := make([]string, n)
+		// Values of this request's own: later handlers may change them
+		// in place, so they are never shared.
+		vals := h.values.take(n)
 		for i, name := range h.headers {
 			if e.headers[i].present {
 				vals[i] = e.headers[i].value

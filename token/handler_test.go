@@ -125,3 +125,35 @@ func TestChallengeAndRealm(t *testing.T) {
 		}
 	}
 }
+
+// TestRememberedTokenAllocatesNothing serves a remembered token with two
+// claim headers: the values the request is given come from a shared
+// chunk, and no two requests are given the same ones.
+func TestRememberedTokenAllocatesNothing(t *testing.T) {
+	k := testKinds(t)[0]
+	h, err := NewHandler(HandlerConfig{
+		Verifier:     NewVerifier(k.keys, Options{Now: fixedNow}),
+		Cache:        NewCache[*Entry](10, fixedNow),
+		ClaimHeaders: map[string]string{"X-User": "sub", "X-Org": "context.organization_id"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api", nil)
+	r.Header.Set("Authorization", "Bearer "+sign(t, k.method, k.sign, baseClaims()))
+	w := httptest.NewRecorder()
+	next := new(passed)
+	serve := func() {
+		if err := h.Serve(w, r, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve() // verified and remembered
+	first := next.r.Header["X-User"]
+	if n := testing.AllocsPerRun(200, serve); n != 0 {
+		t.Errorf("a remembered token: %v allocations per request, want 0", n)
+	}
+	if again := next.r.Header["X-User"]; len(first) != 1 || len(again) != 1 || &first[0] == &again[0] || first[0] != "7" || again[0] != "7" {
+		t.Errorf("two requests were given the same values, or wrong ones: %q %q", first, again)
+	}
+}
