@@ -63,7 +63,7 @@ func TestRedisChainCaddyfiles(t *testing.T) {
 			}
 			continue
 		}
-		if !c.redis || c.load != loadWrk || c.goal != goalRatio || c.target != 0.97 || c.extraSite == nil {
+		if !c.redis || c.load != loadWrk || c.goal != goalCPU || c.target != 0.97 || c.extraSite == nil {
 			t.Errorf("%s: redis %v, load %v, goal %v %v, emulator %v", c.name, c.redis, c.load, c.goal, c.target, c.extraSite != nil)
 		}
 		if strings.Join(pr, "|") != strings.Join(cr, "|") {

@@ -126,17 +126,39 @@ func verdict(ok bool) string {
 	return "MISS"
 }
 
-// pairedRatios pairs round i of both sides (measured one right after the
-// other) and gives the median, lowest and highest ratio: less sensitive to
-// a machine whose load changes during the run than the ratio of medians.
-func pairedRatios(r *chainResult) string {
+// paired pairs round i of both sides (measured one right after the other)
+// and gives f of each pair: less sensitive to a machine whose load changes
+// during the run than a ratio of medians.
+func paired(r *chainResult, f func(plain, chain wrkStats, cpuPlain, cpuChain float64) (float64, bool)) []float64 {
 	var v []float64
 	for i := range r.plain.runs {
-		if i >= len(r.chain.runs) || r.plain.runs[i].rps() == 0 {
+		if i >= len(r.chain.runs) || i >= len(r.plain.cpuUS) || i >= len(r.chain.cpuUS) {
 			break
 		}
-		v = append(v, r.chain.runs[i].rps()/r.plain.runs[i].rps())
+		if x, ok := f(r.plain.runs[i], r.chain.runs[i], r.plain.cpuUS[i], r.chain.cpuUS[i]); ok {
+			v = append(v, x)
+		}
 	}
+	return v
+}
+
+// pairedRatios is the paired ratio of requests/s, chain over plain.
+func pairedRatios(r *chainResult) []float64 {
+	return paired(r, func(p, c wrkStats, _, _ float64) (float64, bool) {
+		return c.rps() / p.rps(), p.rps() > 0
+	})
+}
+
+// pairedCPURatios is the paired ratio of Caddy CPU per request, plain over
+// chain: 0.97 means the chain's Caddy spent 1/0.97 as much per request.
+func pairedCPURatios(r *chainResult) []float64 {
+	return paired(r, func(_, _ wrkStats, p, c float64) (float64, bool) {
+		return p / c, c > 0 && p > 0
+	})
+}
+
+// medianRange is v's median, lowest and highest values.
+func medianRange(v []float64) string {
 	if len(v) == 0 {
 		return "–"
 	}
@@ -244,26 +266,24 @@ func (rep *report) markdown() string {
 
 	if len(thr) > 0 {
 		w("### Throughput against plain `reverse_proxy`\n\n")
-		w("| chain | body | plain req/s | chain req/s | ratio of medians | paired ratio, median (range) | Caddy CPU per request plain → chain | p50 plain → chain | p99 plain → chain | peak RSS plain / chain | goal | result |\n")
-		w("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		w("| chain | body | Caddy CPU per request plain → chain | added | CPU ratio plain / chain, paired median (range) | goal | result | plain req/s | chain req/s | req/s ratio, paired median (range) | p50 plain → chain | p99 plain → chain | peak RSS plain / chain |\n")
+		w("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range thr {
-			pr, cr := r.plain.medianRPS(), r.chain.medianRPS()
-			ratio := 0.0
-			if pr > 0 {
-				ratio = cr / pr
-			}
+			pc, cc := r.plain.medianCPU(), r.chain.medianCPU()
+			cpu := pairedCPURatios(r)
 			goal, result := "–", "info"
-			if r.c.goal == goalRatio {
+			if r.c.goal == goalCPU {
 				goal = fmt.Sprintf("≥ %.2f", r.c.target)
-				result = verdict(ratio >= r.c.target)
+				result = verdict(len(cpu) > 0 && median(cpu) >= r.c.target)
 			}
-			w("| %s | %s | %.0f | %.0f | %.3f | %s | %.0f µs → %.0f µs | %s → %s | %s → %s | %s / %s | %s | %s |\n",
-				r.c.name, sizeLabel(r.bodySize), pr, cr, ratio, pairedRatios(r), r.plain.medianCPU(), r.chain.medianCPU(),
+			w("| %s | %s | %.1f µs → %.1f µs | %+.1f µs | %s | %s | %s | %.0f | %.0f | %s | %s → %s | %s → %s | %s / %s |\n",
+				r.c.name, sizeLabel(r.bodySize), pc, cc, cc-pc, medianRange(cpu), goal, result,
+				r.plain.medianRPS(), r.chain.medianRPS(), medianRange(pairedRatios(r)),
 				fmtUS(r.plain.medianP(false)), fmtUS(r.chain.medianP(false)),
 				fmtUS(r.plain.medianP(true)), fmtUS(r.chain.medianP(true)),
-				mib(r.plain.peakRSS), mib(r.chain.peakRSS), goal, result)
+				mib(r.plain.peakRSS), mib(r.chain.peakRSS))
 		}
-		w("\nThe result compares the ratio of the median requests/s with the goal; p50 and p99 are medians over the rounds. Caddy CPU per request is the CPU time (user and system, from `/proc/<pid>/stat`) of that side's Caddy during a round divided by its requests, median over the rounds: it is less sensitive than requests/s to other work competing for the machine.\n\n")
+		w("\nCaddy CPU per request is the CPU time (user and system, from `/proc/<pid>/stat`) of that side's Caddy during a round divided by the requests of that round; the table gives the median over the rounds and the difference of the medians. The result compares the goal with the median of the paired ratios, plain's CPU per request over the chain's, each pair two rounds measured one right after the other (ABBA order): the requests/s a round reaches move with whatever else the machine does, and the CPU each request costs moves far less. p50 and p99 are medians over the rounds.\n\n")
 	}
 	b.WriteString(queueSection(rep.chains))
 	if len(seq) > 0 {
