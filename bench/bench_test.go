@@ -254,8 +254,17 @@ func TestChainCaddyfilesAdapt(t *testing.T) {
 			if err := c.writeFiles(env.out); err != nil {
 				t.Fatal(err)
 			}
-			plain, chain := c.caddyfiles(env)
-			for side, cfg := range map[string]string{"plain": plain, "chain": chain} {
+			plain, chain, service := c.caddyfiles(env)
+			// The service's stand-in runs in a process of its own, so
+			// neither measured side holds its work.
+			if strings.Contains(plain+chain, "service_emulator") || (c.extraSite != nil) != strings.Contains(service, "service_emulator") {
+				t.Errorf("the emulator is on a measured side, or missing from the service's Caddy:\n%s\n%s\n%s", plain, chain, service)
+			}
+			sides := map[string]string{"plain": plain, "chain": chain}
+			if service != "" {
+				sides["service"] = service
+			}
+			for side, cfg := range sides {
 				for _, ph := range []string{"{out}", "{emulator}", "{upstream}", "{redis}", "{drain}"} {
 					if strings.Contains(cfg, ph) {
 						t.Errorf("%s side keeps the bench placeholder %s:\n%s", side, ph, cfg)
@@ -305,7 +314,7 @@ func TestNewChainsCaddyfiles(t *testing.T) {
 			t.Errorf("no chain %s", tt.name)
 			continue
 		}
-		_, cfg := c.caddyfiles(env)
+		_, cfg, _ := c.caddyfiles(env)
 		_, route, _ := strings.Cut(cfg, "http://:18090 {\n\troute {\n")
 		var got []string
 		for _, line := range strings.Split(route, "\n") {
@@ -463,6 +472,12 @@ func TestOtherShare(t *testing.T) {
 	}
 	if got := otherShare(a, cpuMark{at: b.at, busy: 105, ours: 20}, 2); got != 0 {
 		t.Errorf("otherShare with more of ours than busy = %v, want 0", got)
+	}
+	if got := stealShare(cpuMark{at: t0, steal: 1}, cpuMark{at: b.at, steal: 3}, 2); got != 0.1 {
+		t.Errorf("stealShare = %v, want 0.1", got)
+	}
+	if got := parseProcStatField("cpu  1 2 3 4 5 6 7 800 0 0\n", 8); got != 8 {
+		t.Errorf("parseProcStatField(steal) = %v, want 8", got)
 	}
 	if got := otherShare(cpuMark{busy: -1}, b, 2); got != -1 {
 		t.Errorf("otherShare of an unknown mark = %v, want -1", got)

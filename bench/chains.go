@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +67,9 @@ type chain struct {
 	// scratch, when set, is a directory in bench/out that the chain's Caddy
 	// fills (a queue); it is removed before the chain and after it.
 	scratch string
-	// extraSite, when set, adds a site to the chain's Caddy (the emulator).
+	// extraSite, when set, is the site of the service's stand-in (the
+	// emulator), run by a Caddy of its own beside both sides, so that
+	// neither side's CPU time holds any of its work.
 	extraSite func(p ports) string
 	// request builds what both sides are sent.
 	request func(env *benchEnv) (request, string, error)
@@ -439,15 +442,23 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 		defer replica.stop()
 	}
 
-	plainCfg, chainCfg := c.caddyfiles(env)
+	plainCfg, chainCfg, serviceCfg := c.caddyfiles(env)
+	if serviceCfg != "" {
+		service, err := startCaddy(env, c.name+"-service", serviceCfg, p.emulator, p.serviceAdmin, false)
+		if err != nil {
+			res.err = fmt.Errorf("the service's stand-in: %w", err)
+			return res
+		}
+		defer service.stop()
+	}
 
-	plain, err := startCaddy(env, c.name+"-plain", plainCfg, p.plainHTTP, p.plainAdmin)
+	plain, err := startCaddy(env, c.name+"-plain", plainCfg, p.plainHTTP, p.plainAdmin, true)
 	if err != nil {
 		res.err = fmt.Errorf("plain side: %w", err)
 		return res
 	}
 	defer plain.stop()
-	side, err := startCaddy(env, c.name+"-chain", chainCfg, p.chainHTTP, p.chainAdmin)
+	side, err := startCaddy(env, c.name+"-chain", chainCfg, p.chainHTTP, p.chainAdmin, true)
 	if err != nil {
 		res.err = fmt.Errorf("chain side: %w", err)
 		return res
@@ -540,8 +551,9 @@ func (c *chain) sidesNote() string {
 		strings.Join(strings.Fields(c.globals), " ") + "`"
 }
 
-// caddyfiles are the Caddyfiles of the chain's plain side and chain side.
-func (c *chain) caddyfiles(env *benchEnv) (plain, chain string) {
+// caddyfiles are the Caddyfiles of the chain's plain side and chain side,
+// and of the service's stand-in when the chain has one.
+func (c *chain) caddyfiles(env *benchEnv) (plain, chain, service string) {
 	p := env.ports
 	plain = globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS, "") + "\n" +
 		siteWithRoute(p.plainHTTP, c.expand(env, c.plainHandlers), p.upstream)
@@ -552,9 +564,9 @@ func (c *chain) caddyfiles(env *benchEnv) (plain, chain string) {
 		chain += "\n" + siteWithRoute(p.chainDrain, c.expand(env, c.drainHandlers), p.drainApp)
 	}
 	if c.extraSite != nil {
-		chain += "\n" + c.extraSite(p)
+		service = globalOptions(p.serviceAdmin, p.emulator, p.serviceHTTPS, "") + "\n" + c.extraSite(p)
 	}
-	return plain, chain
+	return plain, chain, service
 }
 
 // expand is lines of the chain's Caddyfile with {emulator}, {upstream},
@@ -604,6 +616,7 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 		for _, isChain := range order(i) {
 			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
 			cpu0, cpuErr := procs[isChain].cpuTime()
+			mark0 := markCPU()
 			delivered0, deliveredErr := c.delivered(env, isChain)
 			var profiled chan error
 			if env.opts.profile && i == env.opts.rounds-1 {
@@ -638,7 +651,8 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 			r.runs = append(r.runs, s)
 			cpuPerReq := float64((cpu1-cpu0)/time.Microsecond) / float64(s.Requests)
 			r.cpuUS = append(r.cpuUS, cpuPerReq)
-			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq)
+			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req  steal %.0f%%", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq,
+				100*max(stealShare(mark0, markCPU(), runtime.NumCPU()), 0))
 		}
 	}
 	return nil

@@ -34,6 +34,7 @@ type options struct {
 	only        []string
 	quick       bool
 	profile     bool // a CPU profile of each side during the last wrk round
+	pin         bool // each Caddy on a core of its own
 	install     bool
 	out         string
 	goBench     bool
@@ -95,6 +96,11 @@ func run(args []string) error {
 	}
 
 	env := &benchEnv{opts: o, root: root, out: outDir, ports: p, caddyBin: filepath.Join(outDir, "caddy")}
+	if o.pin {
+		if env.pinning, err = pin(); err != nil {
+			return err
+		}
+	}
 	for _, c := range chains {
 		if c.redis {
 			if err := ensureTool("redis-server", "redis-server", o.install); err != nil {
@@ -162,6 +168,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.benchTime, "benchtime", "1s", "go test -benchtime")
 	fs.IntVar(&o.seqRequests, "seq-requests", 10, "requests per side per round for the sequential chains (webhook-5m, contract-5m)")
 	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of each side's Caddy (its admin API's /debug/pprof/profile) during the last wrk round, into bench/out/<chain>-<side>.pprof")
+	fs.BoolVar(&o.pin, "pin", false, "run each side's Caddy on a core of its own (the last), with GOMAXPROCS=1, and everything else on the other cores")
 	fs.IntVar(&o.portBase, "port-base", 18000, "first of the loopback ports used (base+1 … base+460)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -19,11 +19,14 @@ import (
 
 // ports are the loopback ports of one run, all from one base.
 type ports struct {
-	upstream                   int
-	plainAdmin, plainHTTP      int
-	plainHTTPS                 int
-	chainAdmin, chainHTTP      int
-	chainHTTPS, emulator       int
+	upstream              int
+	plainAdmin, plainHTTP int
+	plainHTTPS            int
+	chainAdmin, chainHTTP int
+	chainHTTPS, emulator  int
+	// The Caddy standing in for the service (the emulator site of the
+	// chains that need one), in a process of its own.
+	serviceAdmin, serviceHTTPS int
 	redis                      int // the redis-server of the chains that need one
 	redisReplica               int // its replica, for the chains that need one
 	testAdmin, testHTTP, testS int
@@ -37,6 +40,7 @@ func newPorts(base int) ports {
 		upstream:   base + 1,
 		plainAdmin: base + 19, plainHTTP: base + 80, plainHTTPS: base + 443,
 		chainAdmin: base + 29, chainHTTP: base + 90, chainHTTPS: base + 453, emulator: base + 91,
+		serviceAdmin: base + 39, serviceHTTPS: base + 454,
 		redis: base + 93, redisReplica: base + 94,
 		testAdmin: base + 109, testHTTP: base + 180, testS: base + 143,
 		drainApp: base + 3, plainDrain: base + 81, chainDrain: base + 95,
@@ -46,7 +50,7 @@ func newPorts(base int) ports {
 // checkFree fails early, and says which port, when another program already
 // listens on one of the ports.
 func (p ports) checkFree() error {
-	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.redis, p.redisReplica, p.testAdmin, p.testHTTP, p.drainApp, p.plainDrain, p.chainDrain} {
+	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.serviceAdmin, p.redis, p.redisReplica, p.testAdmin, p.testHTTP, p.drainApp, p.plainDrain, p.chainDrain} {
 		ln, err := net.Listen("tcp", loopback(port))
 		if err != nil {
 			return fmt.Errorf("port %d on 127.0.0.1 is in use (another bench run? choose other ports with -port-base): %w", port, err)
@@ -68,6 +72,7 @@ type benchEnv struct {
 	// noRedis, when set, says why the chains that need redis-server are
 	// skipped (it is not installed).
 	noRedis string
+	pinning *pinning // with -pin
 }
 
 // proc is a child process whose output goes to a log file in bench/out.
@@ -304,8 +309,9 @@ func siteWithRoute(port int, handlers string, upstream int) string {
 	return b.String()
 }
 
-// startCaddy writes the Caddyfile and runs bench/out/caddy on it.
-func startCaddy(env *benchEnv, name, caddyfile string, httpPort, adminPort int) (*caddySide, error) {
+// startCaddy writes the Caddyfile and runs bench/out/caddy on it; a
+// measured side is pinned with -pin.
+func startCaddy(env *benchEnv, name, caddyfile string, httpPort, adminPort int, measured bool) (*caddySide, error) {
 	cfgPath := filepath.Join(env.out, name+".Caddyfile")
 	if err := os.WriteFile(cfgPath, []byte(caddyfile), 0o644); err != nil {
 		return nil, err
@@ -315,6 +321,9 @@ func startCaddy(env *benchEnv, name, caddyfile string, httpPort, adminPort int) 
 		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
 		"XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
 	}
+	if env.pinning != nil && measured {
+		vars = append(vars, env.pinning.caddyEnv()...)
+	}
 	p, err := startProc("caddy ("+name+")", filepath.Join(env.out, name+".log"), vars,
 		env.caddyBin, "run", "--config", cfgPath, "--adapter", "caddyfile")
 	if err != nil {
@@ -323,6 +332,16 @@ func startCaddy(env *benchEnv, name, caddyfile string, httpPort, adminPort int) 
 	if err := p.waitReady(loopback(httpPort), 20*time.Second); err != nil {
 		p.stop()
 		return nil, err
+	}
+	if env.pinning != nil && measured {
+		// Twice: a thread started while the first pass ran was
+		// started by one not yet moved.
+		for range 2 {
+			if err := env.pinning.place(p.cmd.Process.Pid); err != nil {
+				p.stop()
+				return nil, err
+			}
+		}
 	}
 	return &caddySide{proc: p, base: "http://" + loopback(httpPort), admin: "http://" + loopback(adminPort)}, nil
 }

@@ -15,7 +15,7 @@ func TestQueueChainsDrainSites(t *testing.T) {
 	env := &benchEnv{out: "/tmp/bench-out", ports: newPorts(18000)}
 	queues := 0
 	for _, c := range allChains {
-		plain, chain := c.caddyfiles(env)
+		plain, chain, _ := c.caddyfiles(env)
 		if c.drainHandlers == "" {
 			if strings.Contains(plain+chain, ":18003") {
 				t.Errorf("%s: not a queue chain, but a site reaches the drain app", c.name)

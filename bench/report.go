@@ -175,6 +175,7 @@ func medianRange(v []float64) string {
 type cpuMark struct {
 	at         time.Time
 	busy, ours float64
+	steal      float64 // of busy: time the hypervisor gave to other machines
 }
 
 // userHZ is the unit of /proc/stat, fixed at 100 on Linux.
@@ -184,6 +185,7 @@ func markCPU() cpuMark {
 	m := cpuMark{at: time.Now(), busy: -1}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		m.busy = parseProcStatBusy(string(b))
+		m.steal = parseProcStatField(string(b), 8)
 	}
 	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
 		var ru syscall.Rusage
@@ -214,6 +216,31 @@ func parseProcStatBusy(stat string) float64 {
 	return busy / userHZ
 }
 
+// parseProcStatField is field i (1 is user) of the first line of
+// /proc/stat, in seconds, or -1.
+func parseProcStatField(stat string, i int) float64 {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if i < 1 || len(f) <= i || f[0] != "cpu" {
+		return -1
+	}
+	x, err := strconv.ParseFloat(f[i], 64)
+	if err != nil {
+		return -1
+	}
+	return x / userHZ
+}
+
+// stealShare is the share of the machine's CPU time between a and b that
+// the hypervisor gave to other machines, or -1 when unknown.
+func stealShare(a, b cpuMark, cpus int) float64 {
+	wall := b.at.Sub(a.at).Seconds()
+	if a.steal < 0 || b.steal < 0 || wall <= 0 || cpus <= 0 {
+		return -1
+	}
+	return max(b.steal-a.steal, 0) / (wall * float64(cpus))
+}
+
 // otherShare is the share of the machine's CPU time that other processes
 // used between two marks, or -1 when unknown.
 func otherShare(a, b cpuMark, cpus int) float64 {
@@ -235,15 +262,28 @@ func (rep *report) markdown() string {
 	w("Measured %s UTC, %s, with:\n\n```sh\n%s\n```\n\n", rep.started.Format("2006-01-02 15:04"), rep.finished.Sub(rep.started).Round(time.Second), o.command)
 	w("- Machine: %d cores (`nproc`), %s, %s memory, Linux %s\n", m.cpus, m.cpuModel, m.memory, m.kernelRelease)
 	w("- %s; Caddy %s; %s\n", m.goVersion, m.caddyVersion, m.wrkVersion)
-	w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; wrk, both Caddys and the upstream share the %d cores, nothing is pinned\n",
-		o.rounds, o.duration, o.threads, o.connections, m.cpus)
-	other := otherShare(rep.cpuStart, rep.cpuEnd, m.cpus)
-	if other < 0 {
-		w("- CPU time of other processes during the chains: unknown\n\n")
+	if o.pin {
+		w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; each Caddy on the last core with GOMAXPROCS=1 (`-pin`), wrk, the upstream and the bench on the other %d\n",
+			o.rounds, o.duration, o.threads, o.connections, m.cpus-1)
 	} else {
-		w("- Other processes used %.0f%% of the machine's CPU time during the chains\n\n", other*100)
+		w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; wrk, both Caddys and the upstream share the %d cores, nothing is pinned\n",
+			o.rounds, o.duration, o.threads, o.connections, m.cpus)
 	}
-	if other > 0.10 {
+	other := otherShare(rep.cpuStart, rep.cpuEnd, m.cpus)
+	steal := stealShare(rep.cpuStart, rep.cpuEnd, m.cpus)
+	if other >= 0 && steal >= 0 {
+		other = max(other-steal, 0)
+	}
+	if other < 0 {
+		w("- CPU time of other processes during the chains: unknown\n")
+	} else {
+		w("- Other processes used %.0f%% of the machine's CPU time during the chains\n", other*100)
+	}
+	if steal >= 0 {
+		w("- The hypervisor gave %.0f%% of this machine's CPU time to other machines (steal, from `/proc/stat`)\n", steal*100)
+	}
+	w("\n")
+	if other > 0.10 || steal > 0.05 {
 		w("**The machine was busy with other work during this run: the ratios are noisy. Rerun on a quiet machine before reading a MISS as a regression.**\n\n")
 	}
 
