@@ -199,13 +199,35 @@ func (q *Queue) Enqueue(d *queue.Delivery) error {
 	if err != nil {
 		return fmt.Errorf("webhook queue: storing a delivery: %w", err)
 	}
-	id, err := cmd.Text()
+	id, due, err := addReply(cmd)
 	if err != nil {
 		return fmt.Errorf("webhook queue: storing a delivery: %w", err)
 	}
 	d.Seq, d.ID = seqOf(id), id
-	q.poke()
+	if due {
+		// Else the instance holding the lease reads it after the
+		// deliveries before it, or a retry is due later: a claim now
+		// would find nothing.
+		q.poke()
+	}
 	return nil
+}
+
+// addReply reads queueAddScript's {ID, due}.
+func addReply(cmd *redis.Cmd) (id string, due bool, err error) {
+	reply, err := cmd.Slice()
+	if err != nil {
+		return "", false, err
+	}
+	if len(reply) != 2 {
+		return "", false, fmt.Errorf("unexpected reply %v", reply)
+	}
+	id, ok := reply[0].(string)
+	n, ok2 := reply[1].(int64)
+	if !ok || !ok2 || id == "" {
+		return "", false, fmt.Errorf("unexpected reply %v", reply)
+	}
+	return id, n == 1, nil
 }
 
 func (q *Queue) poke() { q.wake.Poke() }

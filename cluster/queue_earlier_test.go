@@ -27,9 +27,9 @@ func storeEarlier(t *testing.T, c *Client, name, org, body string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := queueAddScript.Run(context.Background(), c.rdb,
+	id, _, err := addReply(queueAddScript.Run(context.Background(), c.rdb,
 		[]string{base + "seq", base + "pending", base + "age", base + "ready", base + "s:" + org, base + "d:x", base + "epoch", base + "t:" + randomHex(12)},
-		"0a1b2c", meta, payload, now.UnixMilli(), 0, org).Text()
+		"0a1b2c", meta, payload, now.UnixMilli(), 0, org))
 	if err != nil {
 		t.Fatalf("storing under the earlier layout: %v", err)
 	}

@@ -40,12 +40,16 @@ import "github.com/redis/go-redis/v9"
 //	KEYS: seq pending age ready stream dedup epoch token
 //	ARGV: epoch-if-none meta payload now-ms dedup-ms org
 //
-// It returns the delivery's ID, or false for a duplicate.
+// It returns {ID, due}, due 1 when the organization had no deliveries
+// before this one (it is due now, and no instance holds its lease), else
+// 0: the instance holding its lease reads this delivery after the ones
+// before it, or the organization waits for a retry it is scored at. It
+// returns false for a duplicate.
 var queueAddScript = redis.NewScript(`
 local again = redis.call('GET', KEYS[8])
 if again then
   redis.call('PEXPIRE', KEYS[8], 60000)
-  return again
+  return {again, 0}
 end
 if tonumber(ARGV[5]) > 0 then
   if not redis.call('SET', KEYS[6], '1', 'NX', 'PX', ARGV[5]) then
@@ -66,9 +70,9 @@ end
 redis.call('XADD', KEYS[5], '*', 'id', id, 'p', ARGV[3])
 redis.call('HSET', KEYS[2], id, ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[4], id)
-redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[6])
+local due = redis.call('ZADD', KEYS[4], 'NX', ARGV[4], ARGV[6])
 redis.call('SET', KEYS[8], id, 'PX', 60000)
-return id
+return {id, due}
 `)
 
 // queueTakeLua defines take, which reads up to n of an organization's

@@ -388,18 +388,28 @@ func TestQueueAddCalledTwiceStoresOnce(t *testing.T) {
 	q := &Queue{c: c, base: c.queueBase("app")}
 	keys := []string{q.key("seq"), q.key("pending"), q.key("age"), q.key("ready"), q.key("s:acme"), q.key("d:x"), q.key("epoch"), q.key("t:same")}
 	var ids []string
-	for range 2 {
-		id, err := queueAddScript.Run(t.Context(), c.rdb, keys, "e", `{"organization":"acme"}`, "payload", time.Now().UnixMilli(), 0, "acme").Text()
+	var dues []bool
+	add := func(keys []string) {
+		t.Helper()
+		id, due, err := addReply(queueAddScript.Run(t.Context(), c.rdb, keys, "e", `{"organization":"acme"}`, "payload", time.Now().UnixMilli(), 0, "acme"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
+		ids, dues = append(ids, id), append(dues, due)
 	}
+	add(keys)
+	add(keys)
 	if ids[0] != ids[1] {
 		t.Errorf("the same call gave %s, then %s", ids[0], ids[1])
 	}
 	if n, _ := srv.Do("XLEN", q.key("s:acme")); n != "1" {
 		t.Errorf("the stream holds %s entries, want 1", n)
+	}
+	// Only the delivery that finds its organization with none is due:
+	// the others wait behind it, so a claim for them would find nothing.
+	add(append(keys[:7:7], q.key("t:other")))
+	if !dues[0] || dues[1] || dues[2] || ids[2] == ids[0] {
+		t.Errorf("ids %v due %v, want the first alone due and a new id for the other call", ids, dues)
 	}
 }
 
