@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -612,6 +613,9 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 			return fmt.Errorf("%s warm-up: %w", sideName(isChain), err)
 		}
 	}
+	if env.opts.sideBySide && c.drainHandlers == "" {
+		return c.measureSideBySide(env, script, rq, procs, results)
+	}
 	for i := 0; i < env.opts.rounds; i++ {
 		for _, isChain := range order(i) {
 			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
@@ -831,4 +835,55 @@ func profileDuring(side *caddySide, path string, d time.Duration) chan error {
 		done <- err
 	}()
 	return done
+}
+
+// measureSideBySide loads both sides at once in each round, each from a
+// wrk of its own with half the threads and connections, so that both
+// meet the same machine: a host whose speed moves from one second to the
+// next moves both sides' CPU per request alike, and the ratio of the pair
+// keeps what the chain adds.
+func (c *chain) measureSideBySide(env *benchEnv, script string, rq request, procs map[bool]*caddySide, results map[bool]*sideResult) error {
+	half := *env.opts
+	half.threads, half.connections = max(half.threads/2, 1), max(half.connections/2, 1)
+	for i := 0; i < env.opts.rounds; i++ {
+		var cpu0, cpu1 [2]time.Duration
+		var stats [2]wrkStats
+		var errs [2]error
+		for k, isChain := range []bool{false, true} {
+			if cpu0[k], errs[k] = procs[isChain].cpuTime(); errs[k] != nil {
+				return fmt.Errorf("reading the CPU time of %s: %w", procs[isChain].name, errs[k])
+			}
+		}
+		mark0 := markCPU()
+		var wg sync.WaitGroup
+		for k, isChain := range []bool{false, true} {
+			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stats[k], errs[k] = runWrk(&half, script, procs[isChain].base+rq.path, logPath, env.opts.duration)
+				if errs[k] == nil {
+					errs[k] = stats[k].check()
+				}
+			}()
+		}
+		wg.Wait()
+		steal := 100 * max(stealShare(mark0, markCPU(), runtime.NumCPU()), 0)
+		for k, isChain := range []bool{false, true} {
+			if errs[k] != nil {
+				return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, errs[k])
+			}
+			var err error
+			if cpu1[k], err = procs[isChain].cpuTime(); err != nil {
+				return fmt.Errorf("reading the CPU time of %s: %w", procs[isChain].name, err)
+			}
+			s := stats[k]
+			r := results[isChain]
+			r.runs = append(r.runs, s)
+			cpuPerReq := float64((cpu1[k]-cpu0[k])/time.Microsecond) / float64(s.Requests)
+			r.cpuUS = append(r.cpuUS, cpuPerReq)
+			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req  steal %.0f%% (side by side)", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq, steal)
+		}
+	}
+	return nil
 }

@@ -35,6 +35,7 @@ type options struct {
 	quick       bool
 	profile     bool // a CPU profile of each side during the last wrk round
 	pin         bool // each Caddy on a core of its own
+	sideBySide  bool // both sides loaded at once in each round
 	install     bool
 	out         string
 	goBench     bool
@@ -168,6 +169,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.benchTime, "benchtime", "1s", "go test -benchtime")
 	fs.IntVar(&o.seqRequests, "seq-requests", 10, "requests per side per round for the sequential chains (webhook-5m, contract-5m)")
 	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of each side's Caddy (its admin API's /debug/pprof/profile) during the last wrk round, into bench/out/<chain>-<side>.pprof")
+	fs.BoolVar(&o.sideBySide, "side-by-side", false, "load both sides at once in each round, each from a wrk of its own with half the threads and connections (chains without a drain), rather than one after the other")
 	fs.BoolVar(&o.pin, "pin", false, "run each side's Caddy on a core of its own (the last), with GOMAXPROCS=1, and everything else on the other cores")
 	fs.IntVar(&o.portBase, "port-base", 18000, "first of the loopback ports used (base+1 … base+460)")
 	if err := fs.Parse(args); err != nil {

@@ -262,6 +262,10 @@ func (rep *report) markdown() string {
 	w("Measured %s UTC, %s, with:\n\n```sh\n%s\n```\n\n", rep.started.Format("2006-01-02 15:04"), rep.finished.Sub(rep.started).Round(time.Second), o.command)
 	w("- Machine: %d cores (`nproc`), %s, %s memory, Linux %s\n", m.cpus, m.cpuModel, m.memory, m.kernelRelease)
 	w("- %s; Caddy %s; %s\n", m.goVersion, m.caddyVersion, m.wrkVersion)
+	if o.sideBySide {
+		w("- %d round(s) × %s, both sides loaded at once in each round (`-side-by-side`), each by a wrk of its own with -t%d -c%d (the queue chains one after the other, wrk -t%d -c%d)\n",
+			o.rounds, o.duration, max(o.threads/2, 1), max(o.connections/2, 1), o.threads, o.connections)
+	}
 	if o.pin {
 		w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; each Caddy on the last core with GOMAXPROCS=1 (`-pin`), wrk, the upstream and the bench on the other %d\n",
 			o.rounds, o.duration, o.threads, o.connections, m.cpus-1)
