@@ -228,7 +228,7 @@ func TestSelectChains(t *testing.T) {
 		t.Errorf("default chains %v, want %v", got, want)
 	}
 	some, err := selectChains([]string{"webhook-1k", "std", "webhook-1k"})
-	if err != nil || len(some) != 5 || some[0].name != "webhook-1k" || !some[1].std {
+	if err != nil || len(some) != 6 || some[0].name != "webhook-1k" || !some[1].std {
 		t.Errorf("selectChains(webhook-1k,std) = %v, %v", some, err)
 	}
 	if _, err := selectChains([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "known:") {

@@ -269,6 +269,14 @@ var allChains = []*chain{
 		handlers: "vars bench 1", request: withToken(false), load: loadWrk, goal: goalCPU, target: 0.97, warm: 10, std: true,
 	},
 	{
+		// Caddy's own handler adding the two headers service_app adds for
+		// the app-api request (the token's user and domain), with their
+		// values: what those headers cost in Caddy, set by whoever.
+		name: "std-claim-headers", title: "request_header (the two claim headers app-api adds) + reverse_proxy, GET with a bearer token (harness check)",
+		handlers: "request_header X-Service-Domain " + benchDomain + "\nrequest_header X-Service-User-Id 7",
+		request:  withToken(true), load: loadWrk, goal: goalCPU, target: 0.95, warm: 10, std: true,
+	},
+	{
 		name: "std-100k", title: "request_body + reverse_proxy, 100 KB jobs echoed (harness check)",
 		handlers: "request_body {\n\tmax_size 5MiB\n}",
 		request:  fixed(jobRequest(jobBody(size100K))), load: loadWrk, goal: goalCPU, target: 0.95, echo: true, warm: 10, std: true,
