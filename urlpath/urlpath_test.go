@@ -94,11 +94,14 @@ func TestCanonical(t *testing.T) {
 // no backslash however often it is decoded, and its canonical form is
 // canonical.
 func FuzzCheck(f *testing.F) {
-	for _, s := range []string{"/assets/..;/api", "/a/%252e%252e/b", "/a%2fb", "/a\\b", "/Hooks/events/", "/x;y/z", "/%c0%ae"} {
+	for _, s := range []string{"/api/projects/42", "/A-b_c~d/e", "/assets/..;/api", "/a/%252e%252e/b", "/a%2fb", "/a\\b", "/Hooks/events/", "/x;y/z", "/%c0%ae"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, path string) {
 		c := Canonical(path)
+		if plain(path) && check(path) != nil {
+			t.Fatalf("%q is plain, but the full check refuses it: %v", path, check(path))
+		}
 		if Check(path) != nil {
 			return
 		}
