@@ -345,7 +345,11 @@ func (s *service) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	expires := time.Now().Add(time.Duration(s.ttl.Load())).UTC().Format("2006-01-02 15:04:05")
+	// The service writes whole seconds: rounded up, so that an answer is
+	// never already past when it arrives (rounded down, an answer made
+	// at x.999 s with a 1 s ttl expired a millisecond after it was sent,
+	// and its organization read as unpaid).
+	expires := time.Now().Add(time.Duration(s.ttl.Load())).Truncate(time.Second).Add(time.Second).UTC().Format("2006-01-02 15:04:05")
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = fmt.Fprintf(w, `{"expires":%q}`, expires)
 }
