@@ -108,11 +108,18 @@ func fault(w http.ResponseWriter, r *http.Request, f *Fault, answer func(status 
 	}
 	switch {
 	case f.Outage:
-		if n, _ := r.Context().Value(answerNoteKey{}).(*answerNote); n != nil {
+		n, _ := r.Context().Value(answerNoteKey{}).(*answerNote)
+		if n != nil {
 			n.outage = true
 		}
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			conn.Close()
+			if n != nil {
+				// Closed once the console has the call, so that a client
+				// that sees the connection end finds the call listed.
+				n.hijacked = conn
+			} else {
+				conn.Close()
+			}
 			return true
 		}
 		panic(http.ErrAbortHandler) // no hijacking (HTTP/2): the server resets the stream

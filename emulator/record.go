@@ -210,6 +210,9 @@ func (s *Server) answered(w http.ResponseWriter, r *http.Request, kind string, s
 		}
 		e.verdict = Verdict{Outcome: OutcomeUnknown}
 		c.log.add(e)
+		if note.hijacked != nil {
+			note.hijacked.Close()
+		}
 	}()
 	serve(rw, r)
 }
@@ -231,6 +234,8 @@ type answerNote struct {
 	org string
 	// outage: the endpoint closed the connection with no answer.
 	outage bool
+	// hijacked is that connection, closed once the call is recorded.
+	hijacked net.Conn
 }
 
 type answerNoteKey struct{}
