@@ -452,12 +452,13 @@ func FuzzParseVmHWM(f *testing.F) {
 
 func TestParseProcStatBusy(t *testing.T) {
 	stat := "cpu  1000 50 300 9000 200 10 20 30 0 0\ncpu0 500 25 150 4500 100 5 10 15 0 0\n"
-	if got, want := parseProcStatBusy(stat), (1000.0+50+300+10+20+30)/userHZ; got != want {
-		t.Errorf("parseProcStatBusy = %v, want %v", got, want)
+	want := (1000.0 + 50 + 300 + 10 + 20 + 30) / userHZ
+	if got, _ := parseProcStat(stat); got != want {
+		t.Errorf("parseProcStat busy = %v, want %v", got, want)
 	}
 	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 x 4 5 6 7 8"} {
-		if got := parseProcStatBusy(bad); got != -1 {
-			t.Errorf("parseProcStatBusy(%q) = %v, want -1", bad, got)
+		if got, steal := parseProcStat(bad); got != -1 || steal != -1 {
+			t.Errorf("parseProcStat(%q) = %v, %v, want -1, -1", bad, got, steal)
 		}
 	}
 }
@@ -476,8 +477,8 @@ func TestOtherShare(t *testing.T) {
 	if got := stealShare(cpuMark{at: t0, steal: 1}, cpuMark{at: b.at, steal: 3}, 2); got != 0.1 {
 		t.Errorf("stealShare = %v, want 0.1", got)
 	}
-	if got := parseProcStatField("cpu  1 2 3 4 5 6 7 800 0 0\n", 8); got != 8 {
-		t.Errorf("parseProcStatField(steal) = %v, want 8", got)
+	if _, got := parseProcStat("cpu  1 2 3 4 5 6 7 800 0 0\n"); got != 8 {
+		t.Errorf("parseProcStat steal = %v, want 8", got)
 	}
 	if got := otherShare(cpuMark{busy: -1}, b, 2); got != -1 {
 		t.Errorf("otherShare of an unknown mark = %v, want -1", got)
@@ -514,7 +515,7 @@ func FuzzParseProcStatBusy(f *testing.F) {
 	f.Add("cpu  1000 50 300 9000 200 10 20 30 0 0\n")
 	f.Add("cpu 1 2 3\n")
 	f.Fuzz(func(t *testing.T, stat string) {
-		_ = parseProcStatBusy(stat) // must not panic on anything
+		_, _ = parseProcStat(stat) // must not panic on anything
 	})
 }
 

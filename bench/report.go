@@ -184,8 +184,7 @@ const userHZ = 100
 func markCPU() cpuMark {
 	m := cpuMark{at: time.Now(), busy: -1}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		m.busy = parseProcStatBusy(string(b))
-		m.steal = parseProcStatField(string(b), 8)
+		m.busy, m.steal = parseProcStat(string(b))
 	}
 	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
 		var ru syscall.Rusage
@@ -196,39 +195,27 @@ func markCPU() cpuMark {
 	return m
 }
 
-// parseProcStatBusy is the busy time of all CPUs in the first line of
-// /proc/stat, in seconds, or -1.
-func parseProcStatBusy(stat string) float64 {
+// parseProcStat reads the first line of /proc/stat: the busy time of all
+// CPUs and, of it, the time the hypervisor gave to other machines
+// (steal), in seconds; -1 and -1 when the line is not one.
+func parseProcStat(stat string) (busy, steal float64) {
 	line, _, _ := strings.Cut(stat, "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return -1
+		return -1, -1
 	}
-	var busy float64
 	// user nice system idle iowait irq softirq steal: all but idle and iowait.
 	for _, i := range []int{1, 2, 3, 6, 7, 8} {
 		x, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
-			return -1
+			return -1, -1
 		}
 		busy += x
+		if i == 8 {
+			steal = x
+		}
 	}
-	return busy / userHZ
-}
-
-// parseProcStatField is field i (1 is user) of the first line of
-// /proc/stat, in seconds, or -1.
-func parseProcStatField(stat string, i int) float64 {
-	line, _, _ := strings.Cut(stat, "\n")
-	f := strings.Fields(line)
-	if i < 1 || len(f) <= i || f[0] != "cpu" {
-		return -1
-	}
-	x, err := strconv.ParseFloat(f[i], 64)
-	if err != nil {
-		return -1
-	}
-	return x / userHZ
+	return busy / userHZ, steal / userHZ
 }
 
 // stealShare is the share of the machine's CPU time between a and b that
@@ -262,14 +249,14 @@ func (rep *report) markdown() string {
 	w("Measured %s UTC, %s, with:\n\n```sh\n%s\n```\n\n", rep.started.Format("2006-01-02 15:04"), rep.finished.Sub(rep.started).Round(time.Second), o.command)
 	w("- Machine: %d cores (`nproc`), %s, %s memory, Linux %s\n", m.cpus, m.cpuModel, m.memory, m.kernelRelease)
 	w("- %s; Caddy %s; %s\n", m.goVersion, m.caddyVersion, m.wrkVersion)
-	if o.sideBySide {
+	switch {
+	case o.sideBySide:
 		w("- %d round(s) × %s, both sides loaded at once in each round (`-side-by-side`), each by a wrk of its own with -t%d -c%d (the queue chains one after the other, wrk -t%d -c%d)\n",
 			o.rounds, o.duration, max(o.threads/2, 1), max(o.connections/2, 1), o.threads, o.connections)
-	}
-	if o.pin {
+	case o.pin:
 		w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; each Caddy on the last core with GOMAXPROCS=1 (`-pin`), wrk, the upstream and the bench on the other %d\n",
 			o.rounds, o.duration, o.threads, o.connections, m.cpus-1)
-	} else {
+	default:
 		w("- %d round(s) × %s per side, alternating; wrk -t%d -c%d; wrk, both Caddys and the upstream share the %d cores, nothing is pinned\n",
 			o.rounds, o.duration, o.threads, o.connections, m.cpus)
 	}
@@ -327,7 +314,11 @@ func (rep *report) markdown() string {
 				fmtUS(r.plain.medianP(true)), fmtUS(r.chain.medianP(true)),
 				mib(r.plain.peakRSS), mib(r.chain.peakRSS))
 		}
-		w("\nCaddy CPU per request is the CPU time (user and system, from `/proc/<pid>/stat`) of that side's Caddy during a round divided by the requests of that round; the table gives the median over the rounds and the difference of the medians. The result compares the goal with the median of the paired ratios, plain's CPU per request over the chain's, each pair two rounds measured one right after the other (ABBA order): the requests/s a round reaches move with whatever else the machine does, and the CPU each request costs moves far less. p50 and p99 are medians over the rounds.\n\n")
+		pairs := "each pair two rounds measured one right after the other (ABBA order)"
+		if o.sideBySide {
+			pairs = "each pair the two sides of one round, loaded at once"
+		}
+		w("\nCaddy CPU per request is the CPU time (user and system, from `/proc/<pid>/stat`) of that side's Caddy during a round divided by the requests of that round; the table gives the median over the rounds and the difference of the medians. The result compares the goal with the median of the paired ratios, plain's CPU per request over the chain's, %s: the requests/s a round reaches move with whatever else the machine does, and the CPU each request costs moves far less. p50 and p99 are medians over the rounds.\n\n", pairs)
 	}
 	b.WriteString(queueSection(rep.chains))
 	if len(seq) > 0 {
