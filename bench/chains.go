@@ -613,7 +613,6 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 	}
 	bases := map[bool]string{false: plain.base, true: side.base}
 	procs := map[bool]*caddySide{false: plain, true: side}
-	results := map[bool]*sideResult{false: &res.plain, true: &res.chain}
 	// A short unmeasured run per side fills connection pools and caches.
 	for _, isChain := range []bool{false, true} {
 		logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-warmup.wrk.txt", c.name, sideName(isChain)))
@@ -622,7 +621,7 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 		}
 	}
 	if env.opts.sideBySide && c.drainHandlers == "" {
-		return c.measureSideBySide(env, script, rq, procs, results)
+		return c.measureSideBySide(env, script, rq, procs, res)
 	}
 	for i := 0; i < env.opts.rounds; i++ {
 		for _, isChain := range order(i) {
@@ -656,18 +655,29 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 			if cpuErr != nil || cpuErr2 != nil {
 				return fmt.Errorf("reading the CPU time of %s: %v", procs[isChain].name, errors.Join(cpuErr, cpuErr2))
 			}
-			if s.socketErrors() > 0 {
-				res.notes = append(res.notes, fmt.Sprintf("%s round %d: %d socket errors in %d requests", sideName(isChain), i+1, s.socketErrors(), s.Requests))
-			}
-			r := results[isChain]
-			r.runs = append(r.runs, s)
-			cpuPerReq := float64((cpu1-cpu0)/time.Microsecond) / float64(s.Requests)
-			r.cpuUS = append(r.cpuUS, cpuPerReq)
-			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req  steal %.0f%%", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq,
-				100*max(stealShare(mark0, markCPU(), runtime.NumCPU()), 0))
+			res.recordRound(isChain, i, s, cpu1-cpu0, stealShare(mark0, markCPU(), runtime.NumCPU()), "")
 		}
 	}
 	return nil
+}
+
+// recordRound adds round i of one side to res: wrk's figures s and the
+// CPU time its Caddy used meanwhile; it notes the round's socket errors
+// and logs the round with steal, the hypervisor's share of the machine
+// then, and how it was measured ("" when alternating).
+func (res *chainResult) recordRound(isChain bool, i int, s wrkStats, cpu time.Duration, steal float64, how string) {
+	if s.socketErrors() > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("%s round %d: %d socket errors in %d requests", sideName(isChain), i+1, s.socketErrors(), s.Requests))
+	}
+	r := &res.plain
+	if isChain {
+		r = &res.chain
+	}
+	r.runs = append(r.runs, s)
+	cpuPerReq := float64(cpu/time.Microsecond) / float64(s.Requests)
+	r.cpuUS = append(r.cpuUS, cpuPerReq)
+	logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req  steal %.0f%%%s", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq,
+		100*max(steal, 0), how)
 }
 
 // delivered reads how many deliveries a queue chain's chain side has made
@@ -850,11 +860,11 @@ func profileDuring(side *caddySide, path string, d time.Duration) chan error {
 // meet the same machine: a host whose speed moves from one second to the
 // next moves both sides' CPU per request alike, and the ratio of the pair
 // keeps what the chain adds.
-func (c *chain) measureSideBySide(env *benchEnv, script string, rq request, procs map[bool]*caddySide, results map[bool]*sideResult) error {
+func (c *chain) measureSideBySide(env *benchEnv, script string, rq request, procs map[bool]*caddySide, res *chainResult) error {
 	half := *env.opts
 	half.threads, half.connections = max(half.threads/2, 1), max(half.connections/2, 1)
 	for i := 0; i < env.opts.rounds; i++ {
-		var cpu0, cpu1 [2]time.Duration
+		var cpu0 [2]time.Duration
 		var stats [2]wrkStats
 		var errs [2]error
 		for k, isChain := range []bool{false, true} {
@@ -876,21 +886,16 @@ func (c *chain) measureSideBySide(env *benchEnv, script string, rq request, proc
 			}()
 		}
 		wg.Wait()
-		steal := 100 * max(stealShare(mark0, markCPU(), runtime.NumCPU()), 0)
+		steal := stealShare(mark0, markCPU(), runtime.NumCPU())
 		for k, isChain := range []bool{false, true} {
 			if errs[k] != nil {
 				return fmt.Errorf("%s side, round %d: %w", sideName(isChain), i+1, errs[k])
 			}
-			var err error
-			if cpu1[k], err = procs[isChain].cpuTime(); err != nil {
+			cpu1, err := procs[isChain].cpuTime()
+			if err != nil {
 				return fmt.Errorf("reading the CPU time of %s: %w", procs[isChain].name, err)
 			}
-			s := stats[k]
-			r := results[isChain]
-			r.runs = append(r.runs, s)
-			cpuPerReq := float64((cpu1[k]-cpu0[k])/time.Microsecond) / float64(s.Requests)
-			r.cpuUS = append(r.cpuUS, cpuPerReq)
-			logf("  round %d %-5s %9.0f req/s  p50 %s  p99 %s  caddy CPU %.0f µs/req  steal %.0f%% (side by side)", i+1, sideName(isChain), s.rps(), fmtUS(s.P50), fmtUS(s.P99), cpuPerReq, steal)
+			res.recordRound(isChain, i, stats[k], cpu1-cpu0[k], steal, " (side by side)")
 		}
 	}
 	return nil
