@@ -555,26 +555,9 @@ func TestQueueKeepsTheTraceparentOfEachDelivery(t *testing.T) {
 func TestQueueSendsTheNextDeliveryWhileTheLastIsRecorded(t *testing.T) {
 	srv := redistest.Start(t)
 	defer srv.Resume()
-	// Queued through an instance whose app takes the first and answers
-	// nothing: it gives its lease back as it closes, so that the next
-	// instance takes the six at once.
-	stuck, _ := newStuckApp(t)
-	first, err := newClient(t, srv, Options{}).OpenQueue(stuck.as("first"), fastRetries, QueueOptions{Name: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const total = 6
-	for i := 1; i <= total; i++ {
-		enqueue(t, first, "acme", fmt.Sprint("acme-", i))
-	}
-	_ = first.Close()
-
-	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
-		if body == "acme-3" {
-			srv.Pause()
-		}
-		return queue.Result{Status: http.StatusOK}
-	})
+	queueHandedOver(t, srv, total)
+	app := appPausingRedisAt(t, srv, "acme-3")
 	// Long enough for Redis' hang not to fail the calls.
 	openQueue(t, newClient(t, srv, Options{Timeout: time.Minute}), app.as("a"), fastRetries, QueueOptions{})
 	waitFor(t, "delivery 4 while Redis hangs", 30*time.Second, func() bool {
@@ -683,23 +666,9 @@ func TestQueueDeliversOrganizationsInParallel(t *testing.T) {
 func TestQueueSettleCallGoesAgainAfterAFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	defer srv.Resume()
-	stuck, _ := newStuckApp(t)
-	first, err := newClient(t, srv, Options{}).OpenQueue(stuck.as("first"), fastRetries, QueueOptions{Name: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const total = 6
-	for i := 1; i <= total; i++ {
-		enqueue(t, first, "acme", fmt.Sprint("acme-", i))
-	}
-	_ = first.Close()
-
-	app := newAppStub(t, func(ctx context.Context, m queue.Meta, body string) queue.Result {
-		if body == "acme-3" {
-			srv.Pause()
-		}
-		return queue.Result{Status: http.StatusOK}
-	})
+	queueHandedOver(t, srv, total)
+	app := appPausingRedisAt(t, srv, "acme-3")
 	var settleFailed atomic.Bool
 	c := newClient(t, srv, Options{Timeout: 300 * time.Millisecond, OnError: func(op Op, err error) {
 		if op == OpQueueSettle {
@@ -725,4 +694,31 @@ func TestQueueSettleCallGoesAgainAfterAFailure(t *testing.T) {
 			t.Fatalf("first attempts %q, want acme-1 to acme-%d in order", got, total)
 		}
 	}
+}
+
+// queueHandedOver queues acme-1 … acme-total of acme through an instance
+// whose app takes the first and answers nothing: it gives its lease back
+// as it closes, so that the next instance takes them all at once.
+func queueHandedOver(t *testing.T, srv *redistest.Server, total int) {
+	t.Helper()
+	stuck, _ := newStuckApp(t)
+	first, err := newClient(t, srv, Options{}).OpenQueue(stuck.as("first"), fastRetries, QueueOptions{Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= total; i++ {
+		enqueue(t, first, "acme", fmt.Sprint("acme-", i))
+	}
+	_ = first.Close()
+}
+
+// appPausingRedisAt acknowledges every delivery, and hangs Redis as it
+// answers the one whose body is body.
+func appPausingRedisAt(t *testing.T, srv *redistest.Server, body string) *appStub {
+	return newAppStub(t, func(ctx context.Context, m queue.Meta, got string) queue.Result {
+		if got == body {
+			srv.Pause()
+		}
+		return queue.Result{Status: http.StatusOK}
+	})
 }
