@@ -49,6 +49,9 @@ type chain struct {
 	// two configurations of the same handlers rather than handlers against
 	// none.
 	plainHandlers string
+	// plainProxy, when set, are lines of the plain side's reverse_proxy
+	// block (header_up: headers its own proxy adds for the app).
+	plainProxy string
 	// globals, when set, are lines added to the chain side's global
 	// options (placeholders as in handlers).
 	globals string
@@ -100,6 +103,11 @@ type chain struct {
 	// warm is how many requests go to the chain before it is measured.
 	warm int
 	std  bool // uses Caddy's standard modules only (a harness check)
+	// noop: the plain side is the chain's no-op counterpart, Caddy's own
+	// handlers doing Caddy's part of the chain's work (as many handlers in
+	// the route, the same headers to the app), so that the ratio is what
+	// servicegate's own work costs; run with -only noop, not in "all".
+	noop bool
 }
 
 const (
@@ -160,6 +168,14 @@ const appDescriptor = `{
 }
 `
 
+// authHandlers are the handlers of the auth chains.
+const authHandlers = "service_auth {\n\ths256_secret " + benchSecret + "\n}"
+
+// appAPIHandlers are the handlers of the app-api chains.
+const appAPIHandlers = "service_app {\n\tdescriptor {out}/app-api.descriptor.json\n\tclient_id " + benchClientID +
+	"\n\tclient_secret " + benchSecret + "\n\tapp_secret " + benchSecret +
+	"\n\tservice http://127.0.0.1:{emulator}\n\tsubscription\n}"
+
 // authSubscriptionHandlers are the handlers of the auth-subscription
 // chains.
 const authSubscriptionHandlers = "service_auth {\n\ths256_secret " + benchSecret + "\n}\n" +
@@ -172,7 +188,7 @@ const redisDrainHandlers = "service_webhook {\n\tsecret " + benchSecret + "\n\tq
 var allChains = []*chain{
 	{
 		name: "auth", title: "service_auth (HS256) + reverse_proxy, GET with a valid token",
-		handlers: "service_auth {\n\ths256_secret " + benchSecret + "\n}",
+		handlers: authHandlers,
 		request:  withToken(false), load: loadWrk, goal: goalCPU, target: 0.97, warm: 10,
 	},
 	{
@@ -194,9 +210,7 @@ var allChains = []*chain{
 	},
 	{
 		name: "app-api", title: "service_app (token + subscription, cache hit) + reverse_proxy, GET with a valid token",
-		handlers: "service_app {\n\tdescriptor {out}/app-api.descriptor.json\n\tclient_id " + benchClientID +
-			"\n\tclient_secret " + benchSecret + "\n\tapp_secret " + benchSecret +
-			"\n\tservice http://127.0.0.1:{emulator}\n\tsubscription\n}",
+		handlers:  appAPIHandlers,
 		files:     map[string]string{"app-api.descriptor.json": appDescriptor},
 		extraSite: emulatorSite,
 		request:   withToken(true), load: loadWrk, goal: goalCPU, target: 0.95, warm: 50,
@@ -262,6 +276,30 @@ var allChains = []*chain{
 		handlers: "service_limits {\n\tcontract custom-file-format\n}",
 		request:  fixed(answerJobRequest(contractJobBody(size1K))), load: loadSequential, goal: goalNone, minAnswer: minAnswer5M, warm: 2,
 	},
+	// servicegate's chains against their no-op counterparts: the plain
+	// side runs Caddy's own handlers, as many in the route as the chain
+	// side's, and its proxy adds the headers the chain side adds for the
+	// app, so that the ratio leaves out what Caddy spends per handler and
+	// per header, whoever asks for it.
+	{
+		name: "auth-noop", title: "service_auth (HS256) against one vars handler, GET with a valid token",
+		handlers: authHandlers, plainHandlers: "vars bench 1",
+		request: withToken(false), load: loadWrk, goal: goalCPU, target: 0.97, warm: 10, noop: true,
+	},
+	{
+		name: "auth-subscription-noop", title: "service_auth + service_subscription (cache hit) against two vars handlers",
+		handlers: authSubscriptionHandlers, plainHandlers: "vars bench 1\nvars bench2 1",
+		extraSite: emulatorSite,
+		request:   withToken(true), load: loadWrk, goal: goalCPU, target: 0.97, warm: 50, noop: true,
+	},
+	{
+		name: "app-api-noop", title: "service_app (token + subscription, cache hit) against one vars handler and a proxy adding the two claim headers, GET with a valid token",
+		handlers: appAPIHandlers, plainHandlers: "vars bench 1",
+		plainProxy: "header_up X-Service-Domain " + benchDomain + "\nheader_up X-Service-User-Id 7",
+		files:      map[string]string{"app-api.descriptor.json": appDescriptor},
+		extraSite:  emulatorSite,
+		request:    withToken(true), load: loadWrk, goal: goalCPU, target: 0.95, warm: 50, noop: true,
+	},
 	// Harness checks with Caddy's standard modules only: request_body
 	// stands where service_limits and service_webhook will.
 	{
@@ -294,15 +332,16 @@ var allChains = []*chain{
 }
 
 func chainNames() []string {
-	names := []string{"all", "std"}
+	names := []string{"all", "std", "noop"}
 	for _, c := range allChains {
 		names = append(names, c.name)
 	}
 	return names
 }
 
-// selectChains turns -only into chains: "all" is every servicegate chain,
-// "std" every harness check; no -only means "all".
+// selectChains turns -only into chains: "all" is every servicegate chain
+// against plain reverse_proxy, "std" every harness check, "noop" every
+// servicegate chain against its no-op counterpart; no -only means "all".
 func selectChains(only []string) ([]*chain, error) {
 	if len(only) == 0 {
 		only = []string{"all"}
@@ -318,7 +357,7 @@ func selectChains(only []string) ([]*chain, error) {
 	for _, n := range only {
 		found := false
 		for _, c := range allChains {
-			if c.name == n || (n == "all" && !c.std) || (n == "std" && c.std) {
+			if c.name == n || (n == "all" && !c.std && !c.noop) || (n == "std" && c.std) || (n == "noop" && c.noop) {
 				add(c)
 				found = true
 			}
@@ -550,6 +589,13 @@ func (c *chain) writeFiles(dir string) error {
 // sidesNote says what the sides of a chain whose plain side is not plain
 // reverse_proxy are, or is empty.
 func (c *chain) sidesNote() string {
+	if c.noop {
+		note := "the plain side is this chain's no-op counterpart: `" + strings.Join(strings.Split(strings.TrimSpace(c.plainHandlers), "\n"), "`, `") + "` before reverse_proxy"
+		if c.plainProxy != "" {
+			note += ", whose block has `" + strings.Join(strings.Split(strings.TrimSpace(c.plainProxy), "\n"), "`, `") + "`"
+		}
+		return note
+	}
 	if c.plainHandlers == "" {
 		return ""
 	}
@@ -565,12 +611,12 @@ func (c *chain) sidesNote() string {
 func (c *chain) caddyfiles(env *benchEnv) (plain, chain, service string) {
 	p := env.ports
 	plain = globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS, "") + "\n" +
-		siteWithRoute(p.plainHTTP, c.expand(env, c.plainHandlers), p.upstream)
+		siteWithRoute(p.plainHTTP, c.expand(env, c.plainHandlers), p.upstream, c.plainProxy)
 	chain = globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS, c.expand(env, c.globals)) + "\n" +
-		siteWithRoute(p.chainHTTP, c.expand(env, c.handlers), p.upstream)
+		siteWithRoute(p.chainHTTP, c.expand(env, c.handlers), p.upstream, "")
 	if c.drainHandlers != "" {
-		plain += "\n" + siteWithRoute(p.plainDrain, "", p.drainApp)
-		chain += "\n" + siteWithRoute(p.chainDrain, c.expand(env, c.drainHandlers), p.drainApp)
+		plain += "\n" + siteWithRoute(p.plainDrain, "", p.drainApp, "")
+		chain += "\n" + siteWithRoute(p.chainDrain, c.expand(env, c.drainHandlers), p.drainApp, "")
 	}
 	if c.extraSite != nil {
 		service = globalOptions(p.serviceAdmin, p.emulator, p.serviceHTTPS, "") + "\n" + c.extraSite(p)

@@ -51,6 +51,24 @@ func TestRedisChainCaddyfiles(t *testing.T) {
 			}
 			continue
 		}
+		if c.noop {
+			// The chain side is its chain's against plain reverse_proxy.
+			ofName := strings.TrimSuffix(c.name, "-noop")
+			i := len(allChains) - 1
+			for i >= 0 && allChains[i].name != ofName {
+				i--
+			}
+			if i < 0 {
+				t.Errorf("%s: no chain %s", c.name, strings.TrimSuffix(c.name, "-noop"))
+				continue
+			}
+			_, ofChain, _ := allChains[i].caddyfiles(env)
+			_, ofRoute := splitCaddyfile(t, ofChain)
+			if strings.Join(cr, "|") != strings.Join(ofRoute, "|") || !strings.HasPrefix(strings.Join(pr, "|"), "vars bench 1|") {
+				t.Errorf("%s: chain route %q, want %s's %q; plain route %q", c.name, cr, ofName, ofRoute, pr)
+			}
+			continue
+		}
 		if c.name != "auth-subscription-redis" {
 			if c.sidesNote() != "" {
 				t.Errorf("%s: sides note %q", c.name, c.sidesNote())
