@@ -169,6 +169,7 @@ func (a *Servicegate) clientOptions() (cluster.Options, error) {
 		Replicas:        a.Replicas,
 		ReplicasTimeout: time.Duration(a.ReplicasTimeout),
 		OnError:         func(op cluster.Op, _ error) { redisErrorsBy[op].Inc() },
+		OnReplicasWait:  observeReplicasWait,
 		Log:             logRedisHealth,
 		OnPrimary:       reportRedisPrimary,
 	}

@@ -133,6 +133,10 @@ type Options struct {
 	Timeout time.Duration
 	// OnError, when set, is called for every failed call (for a metric).
 	OnError func(op Op, err error)
+	// OnReplicasWait, when set, is told of every round of durable writes
+	// with Replicas set (see durable): how many writes it carried and how
+	// long it took from sending them to the WAIT's answer (for a metric).
+	OnReplicasWait func(writes int, took time.Duration)
 	// Log, when set, is told of Redis' health: a failure (err non-nil) at
 	// most once per LogInterval, with how many failures went unlogged
 	// since the last line; and the first success after a failure (err nil).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -168,6 +169,7 @@ func (l *lane) round(batch []*laneWrite) (again []*laneWrite) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout+c.opts.ReplicasTimeout)
 	defer cancel()
 	var wait *redis.Cmd
+	start := time.Now()
 	_, _ = l.node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, w := range batch {
 			if w.eval {
@@ -179,6 +181,9 @@ func (l *lane) round(batch []*laneWrite) (again []*laneWrite) {
 		wait = p.Do(ctx, "wait", c.opts.Replicas, c.opts.ReplicasTimeout.Milliseconds())
 		return nil
 	})
+	if c.opts.OnReplicasWait != nil {
+		c.opts.OnReplicasWait(len(batch), time.Since(start))
+	}
 	got, roundErr := wait.Int64()
 	if roundErr == nil && got < int64(c.opts.Replicas) {
 		roundErr = fmt.Errorf("%w: %d of %d within %s", ErrReplicas, got, c.opts.Replicas, c.opts.ReplicasTimeout)

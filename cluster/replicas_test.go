@@ -131,10 +131,19 @@ func TestQueueWithReplicasGroupsTheWaitOfConcurrentDeliveries(t *testing.T) {
 	// Nothing is delivered, so the deliveries stay in Redis.
 	app, _ := newStuckApp(t)
 	// Long enough for the replica's hang not to fail the writes.
-	c := newClient(t, primary, Options{Replicas: 1, ReplicasTimeout: time.Minute})
+	var rounds, writes atomic.Int64
+	c := newClient(t, primary, Options{Replicas: 1, ReplicasTimeout: time.Minute, OnReplicasWait: func(n int, took time.Duration) {
+		if took <= 0 {
+			t.Errorf("a round of %d writes reported as taking %v", n, took)
+		}
+		rounds.Add(1)
+		writes.Add(int64(n))
+	}})
 	q := openQueue(t, c, app.as("a"), queue.Options{}, QueueOptions{})
 	enqueue(t, q, "warm", "the scripts loaded, a connection open")
 	primary.ResetStats()
+	rounds.Store(0)
+	writes.Store(0)
 
 	replica.Pause()
 	defer replica.Resume()
@@ -174,8 +183,12 @@ func TestQueueWithReplicasGroupsTheWaitOfConcurrentDeliveries(t *testing.T) {
 			t.Errorf("delivery %s acknowledged, not on the replica", id)
 		}
 	}
-	if waits := primary.CommandCalls()["wait"]; waits < 1 || waits > laneRounds+1 {
+	waits := primary.CommandCalls()["wait"]
+	if waits < 1 || waits > laneRounds+1 {
 		t.Errorf("%d WAITs for %d concurrent deliveries, want 1 to %d (the rounds under way, then the rest)", waits, n, laneRounds+1)
+	}
+	if int(rounds.Load()) != waits || writes.Load() != n {
+		t.Errorf("OnReplicasWait told of %d rounds carrying %d writes; the primary counted %d WAITs for %d deliveries", rounds.Load(), writes.Load(), waits, n)
 	}
 }
 
