@@ -412,18 +412,14 @@ func TestBodyLabel(t *testing.T) {
 }
 
 func TestSiteWithRoute(t *testing.T) {
-	got := siteWithRoute(18090, "service_auth {\n\ths256_secret s\n}", 18001, "")
+	got := siteWithRoute(18090, "service_auth {\n\ths256_secret s\n}", 18001)
 	want := "http://:18090 {\n\troute {\n\t\tservice_auth {\n\t\t\ths256_secret s\n\t\t}\n\t\treverse_proxy 127.0.0.1:18001\n\t}\n}\n"
 	if got != want {
 		t.Errorf("siteWithRoute:\n%s\nwant\n%s", got, want)
 	}
-	plain := siteWithRoute(18080, "", 18001, "")
+	plain := siteWithRoute(18080, "", 18001)
 	if plain != "http://:18080 {\n\troute {\n\t\treverse_proxy 127.0.0.1:18001\n\t}\n}\n" {
 		t.Errorf("plain site:\n%s", plain)
-	}
-	noop := siteWithRoute(18080, "vars bench 1", 18001, "header_up X-A 1\nheader_up X-B 2")
-	if noop != "http://:18080 {\n\troute {\n\t\tvars bench 1\n\t\treverse_proxy 127.0.0.1:18001 {\n\t\t\theader_up X-A 1\n\t\t\theader_up X-B 2\n\t\t}\n\t}\n}\n" {
-		t.Errorf("site whose proxy adds headers:\n%s", noop)
 	}
 }
 

@@ -43,6 +43,8 @@ type options struct {
 	seqRequests int
 	portBase    int
 	command     string
+	// replicaFsync is the appendfsync of a durable chain's Redis replica.
+	replicaFsync string
 }
 
 func main() {
@@ -172,6 +174,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.sideBySide, "side-by-side", false, "load both sides at once in each round, each from a wrk of its own with half the threads and connections (chains without a drain), rather than one after the other")
 	fs.BoolVar(&o.pin, "pin", false, "run each side's Caddy on a core of its own (the last), with GOMAXPROCS=1, and everything else on the other cores")
 	fs.IntVar(&o.portBase, "port-base", 18000, "first of the loopback ports used (base+1 … base+460)")
+	fs.StringVar(&o.replicaFsync, "replica-appendfsync", "always", "appendfsync of the Redis replica of webhook-queue-redis-replicas1-1k (always, everysec or no); its primary syncs always")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -225,6 +228,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("-seq-requests must be at least 1")
 	case o.portBase < 1024 || o.portBase+500 > 65535:
 		return nil, fmt.Errorf("-port-base must leave room for 500 ports between 1024 and 65535")
+	case o.replicaFsync != "always" && o.replicaFsync != "everysec" && o.replicaFsync != "no":
+		return nil, fmt.Errorf("-replica-appendfsync must be always, everysec or no, not %q", o.replicaFsync)
 	}
 	o.command = "go run ./bench"
 	if len(args) > 0 {

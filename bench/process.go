@@ -296,9 +296,8 @@ func globalOptions(admin, httpPort, httpsPort int, extra string) string {
 }
 
 // siteWithRoute is a site on port whose one route runs handlers (Caddyfile
-// lines, may be empty) and then reverse_proxy to the upstream, with proxy
-// (lines of its block, may be empty).
-func siteWithRoute(port int, handlers string, upstream int, proxy string) string {
+// lines, may be empty) and then reverse_proxy to the upstream.
+func siteWithRoute(port int, handlers string, upstream int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "http://:%d {\n\troute {\n", port)
 	for _, line := range strings.Split(strings.TrimSpace(handlers), "\n") {
@@ -306,17 +305,7 @@ func siteWithRoute(port int, handlers string, upstream int, proxy string) string
 			b.WriteString("\t\t" + line + "\n")
 		}
 	}
-	fmt.Fprintf(&b, "\t\treverse_proxy %s", loopback(upstream))
-	if proxy = strings.TrimSpace(proxy); proxy != "" {
-		b.WriteString(" {\n")
-		for _, line := range strings.Split(proxy, "\n") {
-			if strings.TrimSpace(line) != "" {
-				b.WriteString("\t\t\t" + strings.TrimSpace(line) + "\n")
-			}
-		}
-		b.WriteString("\t\t}")
-	}
-	b.WriteString("\n\t}\n}\n")
+	fmt.Fprintf(&b, "\t\treverse_proxy %s\n\t}\n}\n", loopback(upstream))
 	return b.String()
 }
 

@@ -39,6 +39,14 @@ const (
 	queueDepth     = "servicegate_webhook_queue_depth"
 )
 
+// The chain side's series of the rounds of writes that wait for a replica
+// (replicas 1): rounds, their time, their writes.
+const (
+	replicasRounds    = "servicegate_redis_replicas_wait_seconds_count"
+	replicasRoundsSum = "servicegate_redis_replicas_wait_seconds_sum"
+	replicasWrites    = "servicegate_redis_replicas_writes_total"
+)
+
 // drainApp is the app of the drains, in the bench's process on
 // ports.drainApp: it reads each delivery, answers 200 after delay, and
 // notes each organization's deliveries in the order it answered them

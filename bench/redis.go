@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +27,7 @@ func startRedis(env *benchEnv, name string, durable bool) (*proc, error) {
 	}
 	addr := loopback(env.ports.redis)
 	p, err := startProc("redis-server", filepath.Join(env.out, name+"-redis.log"), nil, "redis-server",
-		redisArgs(env.ports.redis, dir, durable)...)
+		redisArgs(env.ports.redis, dir, fsyncOf(durable, "always"))...)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +39,9 @@ func startRedis(env *benchEnv, name string, durable bool) (*proc, error) {
 }
 
 // startRedisReplica runs a replica of the chain's redis-server on
-// ports.redisReplica (as durable as its primary), and waits until it has
-// caught up: a queue with replicas 1 acknowledges nothing before.
+// ports.redisReplica (durable, it syncs as -replica-appendfsync says,
+// always by default), and waits until it has caught up: a queue with
+// replicas 1 acknowledges nothing before.
 func startRedisReplica(env *benchEnv, name string, durable bool) (*proc, error) {
 	dir := filepath.Join(env.out, name+".redis-replica")
 	if err := os.RemoveAll(dir); err != nil {
@@ -49,7 +51,8 @@ func startRedisReplica(env *benchEnv, name string, durable bool) (*proc, error) 
 		return nil, err
 	}
 	addr := loopback(env.ports.redisReplica)
-	args := append(redisArgs(env.ports.redisReplica, dir, durable), "--replicaof", "127.0.0.1", strconv.Itoa(env.ports.redis))
+	args := append(redisArgs(env.ports.redisReplica, dir, fsyncOf(durable, cmp.Or(env.opts.replicaFsync, "always"))),
+		"--replicaof", "127.0.0.1", strconv.Itoa(env.ports.redis))
 	p, err := startProc("redis-server (replica)", filepath.Join(env.out, name+"-redis-replica.log"), nil, "redis-server", args...)
 	if err != nil {
 		return nil, err
@@ -71,15 +74,23 @@ func startRedisReplica(env *benchEnv, name string, durable bool) (*proc, error) 
 }
 
 // redisArgs are the arguments of the bench's redis-server: loopback only,
-// no snapshots; no append-only file, or, durable, one synced to disk before
-// every answer (appendfsync always: what a queue that loses nothing
-// acknowledged needs of its Redis).
-func redisArgs(port int, dir string, durable bool) []string {
+// no snapshots; no append-only file when appendfsync is "", else one
+// synced as it says (always: before every answer, what a queue that loses
+// nothing acknowledged needs of its Redis).
+func redisArgs(port int, dir, appendfsync string) []string {
 	aof := []string{"--appendonly", "no"}
-	if durable {
-		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	if appendfsync != "" {
+		aof = []string{"--appendonly", "yes", "--appendfsync", appendfsync}
 	}
 	return append(append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", ""}, aof...), "--dir", dir)
+}
+
+// fsyncOf is the appendfsync of a durable Redis (how), or "" for none.
+func fsyncOf(durable bool, how string) string {
+	if !durable {
+		return ""
+	}
+	return how
 }
 
 // redisNote says how many commands Redis served during the chain (INFO
