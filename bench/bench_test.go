@@ -219,7 +219,7 @@ func TestSelectChains(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"auth", "auth-subscription", "auth-subscription-redis", "app-api", "webhook-1k", "webhook-5m", "webhook-queue-1k",
-		"webhook-queue-redis-1k", "webhook-queue-redis-replicas1-1k", "limits-100k", "limits-rss", "limits-rss-contract", "contract-5m"}
+		"webhook-queue-redis-1k", "webhook-queue-redis-replicas1-1k", "webhook-queue-redis-replicas-1k", "limits-100k", "limits-rss", "limits-rss-contract", "contract-5m"}
 	var got []string
 	for _, c := range all {
 		got = append(got, c.name)

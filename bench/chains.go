@@ -33,6 +33,10 @@ const (
 	goalCPU  goalKind = iota // plain's Caddy CPU per request at least target × chain's (paired rounds)
 	goalSHA                  // added time per request at most max × SHA-256 of the body
 	goalNone                 // reported only
+	// goalAcks: the chain's requests/s at least target × plain's and its
+	// p50 at most relP50Target × plain's (paired rounds): two
+	// configurations of one handler compared on their answers.
+	goalAcks
 )
 
 // chain is one A/B comparison: plain reverse_proxy (or plainHandlers +
@@ -52,6 +56,12 @@ type chain struct {
 	// globals, when set, are lines added to the chain side's global
 	// options (placeholders as in handlers).
 	globals string
+	// plainGlobals, when set, are lines added to the plain side's global
+	// options ({plainredis} stands for its Redis' port).
+	plainGlobals string
+	// plainRedis: the plain side has a redis-server of its own, on
+	// ports.plainRedis, as durable as the chain side's.
+	plainRedis bool
 	// redis: the bench runs a redis-server of its own on ports.redis for
 	// the chain, and reads its INFO commandstats after the last round;
 	// without redis-server installed the chain is skipped.
@@ -92,11 +102,6 @@ type chain struct {
 	// measureDrain); the plain side gets a second site with reverse_proxy
 	// to that app alone.
 	drainHandlers string
-	// relativeTo, when set, names a chain whose chain side this chain's
-	// chain side must reach relTarget of in requests/s (and at most
-	// relP50Target times its p50), in the same run.
-	relativeTo string
-	relTarget  float64
 	// warm is how many requests go to the chain before it is measured.
 	warm int
 	std  bool // uses Caddy's standard modules only (a harness check)
@@ -182,6 +187,10 @@ const stdClaimHeaders = "request_header X-Service-Domain " + benchDomain + "\nre
 const authSubscriptionHandlers = "service_auth {\n\ths256_secret " + benchSecret + "\n}\n" +
 	"service_subscription {\n\tapp_identifier demo-app\n\tbase_url http://127.0.0.1:{emulator}\n}"
 
+// queueRedisHandlers are the handlers of the chains with the queue in
+// Redis: delivering to the upstream.
+const queueRedisHandlers = "service_webhook {\n\tsecret " + benchSecret + "\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}"
+
 // redisDrainHandlers are the drain site's handlers of the chains with the
 // queue in Redis: a queue of its own (its name is its to).
 const redisDrainHandlers = "service_webhook {\n\tsecret " + benchSecret + "\n\tqueue {\n\t\tto http://127.0.0.1:{drain}\n\t}\n}"
@@ -238,8 +247,7 @@ var allChains = []*chain{
 	},
 	{
 		name: "webhook-queue-redis-1k", title: "service_webhook with queue in Redis (`servicegate { redis … }`, Redis syncing its append-only file before every answer), 1 KB signed deliveries, against reverse_proxy",
-		handlers: "service_webhook {\n\tsecret " + benchSecret +
-			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}",
+		handlers:      queueRedisHandlers,
 		drainHandlers: redisDrainHandlers,
 		globals:       "servicegate {\n\tredis redis://127.0.0.1:{redis}\n}",
 		redis:         true, durableRedis: true,
@@ -248,14 +256,24 @@ var allChains = []*chain{
 	},
 	{
 		name: "webhook-queue-redis-replicas1-1k", title: "service_webhook with queue in Redis and `replicas 1` (each delivery acknowledged once a replica has it; both Redis servers syncing their append-only files), 1 KB signed deliveries, against reverse_proxy",
-		handlers: "service_webhook {\n\tsecret " + benchSecret +
-			"\n\tqueue {\n\t\tto http://127.0.0.1:{upstream}\n\t}\n}",
+		handlers:      queueRedisHandlers,
 		drainHandlers: redisDrainHandlers,
 		globals:       "servicegate {\n\tredis redis://127.0.0.1:{redis}\n\treplicas 1\n}",
 		redis:         true, durableRedis: true, redisReplica: true,
-		relativeTo: "webhook-queue-redis-1k", relTarget: 0.8,
 		metrics: []string{queueDelivered, queueDepth, replicasRounds, replicasRoundsSum, replicasWrites},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalNone, warm: 10,
+	},
+	{
+		// The goal of replicas 1: both configurations in one chain, each
+		// with a Redis of its own, in paired rounds.
+		name: "webhook-queue-redis-replicas-1k", title: "service_webhook with queue in Redis, `replicas 1` (chain: a Redis and its replica) against `replicas 0` (plain: a Redis of its own), every server syncing its append-only file before answering, 1 KB signed deliveries",
+		handlers:      queueRedisHandlers,
+		plainHandlers: queueRedisHandlers,
+		globals:       "servicegate {\n\tredis redis://127.0.0.1:{redis}\n\treplicas 1\n}",
+		plainGlobals:  "servicegate {\n\tredis redis://127.0.0.1:{plainredis}\n}",
+		redis:         true, durableRedis: true, redisReplica: true, plainRedis: true,
+		metrics: []string{queueDelivered, queueDepth, replicasRounds, replicasRoundsSum, replicasWrites},
+		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalAcks, target: 0.8, warm: 10,
 	},
 	{
 		name: "limits-100k", title: "service_limits (defaults) + reverse_proxy, 100 KB jobs echoed",
@@ -480,11 +498,19 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 
 	var redis *proc
 	if c.redis {
-		if redis, err = startRedis(env, c.name, c.durableRedis); err != nil {
+		if redis, err = startRedis(env, c.name, env.ports.redis, c.durableRedis); err != nil {
 			res.err = err
 			return res
 		}
 		defer redis.stop() // after the Caddys have stopped (deferred later)
+	}
+	if c.plainRedis {
+		plainRedis, err := startRedis(env, c.name+"-plain", env.ports.plainRedis, c.durableRedis)
+		if err != nil {
+			res.err = err
+			return res
+		}
+		defer plainRedis.stop()
 	}
 	if c.redisReplica {
 		replica, err := startRedisReplica(env, c.name, c.durableRedis)
@@ -604,6 +630,11 @@ func (c *chain) sidesNote() string {
 	if c.plainHandlers != c.handlers || c.globals == "" {
 		return "the plain side runs its own handlers before reverse_proxy, not reverse_proxy alone"
 	}
+	if c.plainGlobals != "" {
+		return "both sides run the same handlers; the chain side has the global options `" +
+			strings.Join(strings.Fields(c.globals), " ") + "`, the plain side's `" +
+			strings.Join(strings.Fields(c.plainGlobals), " ") + "`"
+	}
 	return "both sides run the same handlers; only the chain side has the global options `" +
 		strings.Join(strings.Fields(c.globals), " ") + "`"
 }
@@ -612,7 +643,7 @@ func (c *chain) sidesNote() string {
 // and of the service's stand-in when the chain has one.
 func (c *chain) caddyfiles(env *benchEnv) (plain, chain, service string) {
 	p := env.ports
-	plain = globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS, "") + "\n" +
+	plain = globalOptions(p.plainAdmin, p.plainHTTP, p.plainHTTPS, c.expand(env, c.plainGlobals)) + "\n" +
 		siteWithRoute(p.plainHTTP, c.expand(env, c.plainHandlers), p.upstream)
 	chain = globalOptions(p.chainAdmin, p.chainHTTP, p.chainHTTPS, c.expand(env, c.globals)) + "\n" +
 		siteWithRoute(p.chainHTTP, c.expand(env, c.handlers), p.upstream)
@@ -633,6 +664,7 @@ func (c *chain) expand(env *benchEnv, lines string) string {
 		"{emulator}", fmt.Sprint(env.ports.emulator),
 		"{upstream}", fmt.Sprint(env.ports.upstream),
 		"{redis}", fmt.Sprint(env.ports.redis),
+		"{plainredis}", fmt.Sprint(env.ports.plainRedis),
 		"{drain}", fmt.Sprint(env.ports.drainApp),
 		"{out}", env.out,
 	).Replace(lines)

@@ -29,6 +29,7 @@ type ports struct {
 	serviceAdmin, serviceHTTPS int
 	redis                      int // the redis-server of the chains that need one
 	redisReplica               int // its replica, for the chains that need one
+	plainRedis                 int // the plain side's own, for the chains that need one
 	testAdmin, testHTTP, testS int
 	// The queue chains' drains: the app (in the bench's process), and the
 	// sites of each side that reach it.
@@ -41,7 +42,7 @@ func newPorts(base int) ports {
 		plainAdmin: base + 19, plainHTTP: base + 80, plainHTTPS: base + 443,
 		chainAdmin: base + 29, chainHTTP: base + 90, chainHTTPS: base + 453, emulator: base + 91,
 		serviceAdmin: base + 39, serviceHTTPS: base + 454,
-		redis: base + 93, redisReplica: base + 94,
+		redis: base + 93, redisReplica: base + 94, plainRedis: base + 92,
 		testAdmin: base + 109, testHTTP: base + 180, testS: base + 143,
 		drainApp: base + 3, plainDrain: base + 81, chainDrain: base + 95,
 	}
@@ -50,7 +51,7 @@ func newPorts(base int) ports {
 // checkFree fails early, and says which port, when another program already
 // listens on one of the ports.
 func (p ports) checkFree() error {
-	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.serviceAdmin, p.redis, p.redisReplica, p.testAdmin, p.testHTTP, p.drainApp, p.plainDrain, p.chainDrain} {
+	for _, port := range []int{p.upstream, p.plainAdmin, p.plainHTTP, p.chainAdmin, p.chainHTTP, p.emulator, p.serviceAdmin, p.redis, p.redisReplica, p.plainRedis, p.testAdmin, p.testHTTP, p.drainApp, p.plainDrain, p.chainDrain} {
 		ln, err := net.Listen("tcp", loopback(port))
 		if err != nil {
 			return fmt.Errorf("port %d on 127.0.0.1 is in use (another bench run? choose other ports with -port-base): %w", port, err)

@@ -14,10 +14,11 @@ import (
 	"time"
 )
 
-// startRedis runs a redis-server of the chain's own on ports.redis,
-// 127.0.0.1 only, saving nothing; its working directory is
-// bench/out/<name>.redis, emptied first. durable: see redisArgs.
-func startRedis(env *benchEnv, name string, durable bool) (*proc, error) {
+// startRedis runs a redis-server of the chain's own on port (ports.redis,
+// or ports.plainRedis for the plain side's), 127.0.0.1 only, saving
+// nothing; its working directory is bench/out/<name>.redis, emptied first.
+// durable: it syncs its append-only file before every answer.
+func startRedis(env *benchEnv, name string, port int, durable bool) (*proc, error) {
 	dir := filepath.Join(env.out, name+".redis")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
@@ -25,9 +26,9 @@ func startRedis(env *benchEnv, name string, durable bool) (*proc, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	addr := loopback(env.ports.redis)
+	addr := loopback(port)
 	p, err := startProc("redis-server", filepath.Join(env.out, name+"-redis.log"), nil, "redis-server",
-		redisArgs(env.ports.redis, dir, fsyncOf(durable, "always"))...)
+		redisArgs(port, dir, fsyncOf(durable, "always"))...)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,16 @@ func TestRedisChainCaddyfiles(t *testing.T) {
 			}
 			continue
 		}
+		if c.name == "webhook-queue-redis-replicas-1k" {
+			// replicas 1 against replicas 0, each side on its own Redis.
+			if strings.Join(pr, "|") != strings.Join(cr, "|") || !strings.Contains(pg, "redis redis://127.0.0.1:18092") ||
+				strings.Contains(pg, "replicas") || !strings.Contains(cg, "redis redis://127.0.0.1:18093\n\t\treplicas 1") ||
+				!c.plainRedis || !c.redisReplica || !c.durableRedis || c.goal != goalAcks || c.drainHandlers != "" ||
+				!strings.Contains(c.sidesNote(), "the plain side's `servicegate { redis redis://127.0.0.1:{plainredis} }`") {
+				t.Errorf("%s: plain globals\n%s\nchain globals\n%s\nroutes %q %q, note %q", c.name, pg, cg, pr, cr, c.sidesNote())
+			}
+			continue
+		}
 		if c.noop {
 			// The chain side is its chain's against plain reverse_proxy.
 			ofName := strings.TrimSuffix(c.name, "-noop")

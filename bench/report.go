@@ -149,6 +149,13 @@ func pairedRatios(r *chainResult) []float64 {
 	})
 }
 
+// pairedP50Ratios is the paired ratio of p50 latency, chain over plain.
+func pairedP50Ratios(r *chainResult) []float64 {
+	return paired(r, func(p, c wrkStats, _, _ float64) (float64, bool) {
+		return c.P50 / p.P50, p.P50 > 0
+	})
+}
+
 // pairedCPURatios is the paired ratio of Caddy CPU per request, plain over
 // chain: 0.97 means the chain's Caddy spent 1/0.97 as much per request.
 func pairedCPURatios(r *chainResult) []float64 {
@@ -299,13 +306,21 @@ func (rep *report) markdown() string {
 		w("### Throughput against plain `reverse_proxy`\n\n")
 		w("| chain | body | Caddy CPU per request plain → chain | added | CPU ratio plain / chain, paired median (range) | goal | result | plain req/s | chain req/s | req/s ratio, paired median (range) | p50 plain → chain | p99 plain → chain | peak RSS plain / chain |\n")
 		w("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		var acks []string
 		for _, r := range thr {
 			pc, cc := r.plain.medianCPU(), r.chain.medianCPU()
 			cpu := pairedCPURatios(r)
 			goal, result := "–", "info"
-			if r.c.goal == goalCPU {
+			switch r.c.goal {
+			case goalCPU:
 				goal = fmt.Sprintf("≥ %.2f", r.c.target)
 				result = verdict(len(cpu) > 0 && median(cpu) >= r.c.target)
+			case goalAcks:
+				goal = fmt.Sprintf("req/s ≥ %.2f, p50 ≤ %.1f×", r.c.target, relP50Target)
+				rps, p50 := pairedRatios(r), pairedP50Ratios(r)
+				result = verdict(len(rps) > 0 && median(rps) >= r.c.target && median(p50) <= relP50Target)
+				acks = append(acks, fmt.Sprintf("- %s: requests/s chain over plain, paired median %s (goal ≥ %.2f); p50 chain over plain, paired median %s (goal ≤ %.1f×): %s",
+					r.c.name, medianRange(rps), r.c.target, medianRange(p50), relP50Target, result))
 			}
 			w("| %s | %s | %.1f µs → %.1f µs | %+.1f µs | %s | %s | %s | %.0f | %.0f | %s | %s → %s | %s → %s | %s / %s |\n",
 				r.c.name, sizeLabel(r.bodySize), pc, cc, cc-pc, medianRange(cpu), goal, result,
@@ -317,6 +332,9 @@ func (rep *report) markdown() string {
 		pairs := "each pair two rounds measured one right after the other (ABBA order)"
 		if o.sideBySide {
 			pairs = "each pair the two sides of one round, loaded at once"
+		}
+		if len(acks) > 0 {
+			w("\n%s\n", strings.Join(acks, "\n"))
 		}
 		w("\nCaddy CPU per request is the CPU time (user and system, from `/proc/<pid>/stat`) of that side's Caddy during a round divided by the requests of that round; the table gives the median over the rounds and the difference of the medians. The result compares the goal with the median of the paired ratios, plain's CPU per request over the chain's, %s: the requests/s a round reaches move with whatever else the machine does, and the CPU each request costs moves far less. p50 and p99 are medians over the rounds.\n\n", pairs)
 	}
