@@ -62,6 +62,10 @@ type chain struct {
 	// plainRedis: the plain side has a redis-server of its own, on
 	// ports.plainRedis, as durable as the chain side's.
 	plainRedis bool
+	// quiet: each wrk round starts once both sides' queues are empty
+	// (waitQueuesEmpty), so that no round pays for the deliveries of the
+	// rounds before it, its own side's or the other's.
+	quiet bool
 	// redis: the bench runs a redis-server of its own on ports.redis for
 	// the chain, and reads its INFO commandstats after the last round;
 	// without redis-server installed the chain is skipped.
@@ -271,7 +275,7 @@ var allChains = []*chain{
 		plainHandlers: queueRedisHandlers,
 		globals:       "servicegate {\n\tredis redis://127.0.0.1:{redis}\n\treplicas 1\n}",
 		plainGlobals:  "servicegate {\n\tredis redis://127.0.0.1:{plainredis}\n}",
-		redis:         true, durableRedis: true, redisReplica: true, plainRedis: true,
+		redis:         true, durableRedis: true, redisReplica: true, plainRedis: true, quiet: true,
 		metrics: []string{queueDelivered, queueDepth, replicasRounds, replicasRoundsSum, replicasWrites},
 		request: fixed(webhookRequest(deliveryBody(size1K))), load: loadWrk, goal: goalAcks, target: 0.8, warm: 10,
 	},
@@ -705,6 +709,11 @@ func (c *chain) measureWrk(env *benchEnv, rq request, plain, side *caddySide, re
 	}
 	for i := 0; i < env.opts.rounds; i++ {
 		for _, isChain := range order(i) {
+			if c.quiet {
+				if err := waitQueuesEmpty(procs); err != nil {
+					return fmt.Errorf("before the %s side's round %d: %w", sideName(isChain), i+1, err)
+				}
+			}
 			logPath := filepath.Join(env.out, fmt.Sprintf("%s-%s-r%d.wrk.txt", c.name, sideName(isChain), i+1))
 			cpu0, cpuErr := procs[isChain].cpuTime()
 			mark0 := markCPU()

@@ -431,6 +431,37 @@ func (c *chain) drainParallel(app *drainApp, base string, body []byte, orgs int)
 
 // queueCounters reads the chain side's deliveries made so far and its
 // queues' depth.
+// quietWait bounds waitQueuesEmpty.
+const quietWait = 3 * time.Minute
+
+// waitQueuesEmpty waits until the queues of every side's Caddy are empty
+// (servicegate_webhook_queue_depth 0 on its /metrics), and says how long
+// that took.
+func waitQueuesEmpty(sides map[bool]*caddySide) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	start := time.Now()
+	for {
+		left := 0.0
+		for _, side := range sides {
+			_, depth, err := queueCounters(context.Background(), client, side.admin)
+			if err != nil {
+				return err
+			}
+			left += depth
+		}
+		if left == 0 {
+			if waited := time.Since(start); waited > time.Second {
+				logf("  the queues emptied in %s", waited.Round(100*time.Millisecond))
+			}
+			return nil
+		}
+		if time.Since(start) > quietWait {
+			return fmt.Errorf("the queues still hold %.0f deliveries after %s", left, quietWait)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
 func queueCounters(ctx context.Context, client *http.Client, admin string) (delivered, depth float64, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/metrics", nil)
 	if err != nil {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -188,5 +191,30 @@ func TestAcksGoal(t *testing.T) {
 		if i < 0 || !strings.Contains(md[i:], "(goal ≤ 1.5×): "+tt.want+"\n") {
 			t.Errorf("rps %v p50 %v: want %s in\n%s", tt.chainRPS, tt.chainP50, tt.want, md)
 		}
+	}
+}
+
+// waitQueuesEmpty returns once every side's queue depth reads 0.
+func TestWaitQueuesEmpty(t *testing.T) {
+	var scrapes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		depth := max(0, 3-scrapes.Add(1)) // 2, 1, 0, …
+		fmt.Fprintf(w, "servicegate_webhook_queue_depth{dir=\"redis 127.0.0.1:1 servicegate:{queue:x}\"} %d\n", depth)
+	}))
+	defer srv.Close()
+	empty := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "servicegate_webhook_queue_depth{dir=\"d\"} 0")
+	}))
+	defer empty.Close()
+	if err := waitQueuesEmpty(map[bool]*caddySide{false: {admin: empty.URL}, true: {admin: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := scrapes.Load(); n < 3 {
+		t.Errorf("returned after %d scrapes, with deliveries left", n)
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	if err := waitQueuesEmpty(map[bool]*caddySide{true: {admin: down.URL}}); err == nil {
+		t.Error("no error when /metrics cannot be read")
 	}
 }
