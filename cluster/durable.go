@@ -98,12 +98,13 @@ func (c *Client) laneFor(ctx context.Context, key string) (*lane, error) {
 // laneRounds is how many rounds of durable writes may be under way at
 // once toward one primary. A round costs the time the primary and then a
 // replica take to write (and, with appendfsync always, sync) what it
-// sends. One round at a time makes each write wait for the round under
-// way, then for its own: in the bench (2 cores, 32 connections, both Redis
-// servers syncing every write) it acknowledged about 0.55 of what replicas
-// 0 did, two at a time about as little; eight, or one round per write,
-// 0.7 to 0.75. Eight still share a WAIT among the writes of more
-// concurrent callers than that (about two writes per WAIT there).
+// sends, about the same whatever it carries. In the bench (2 cores, 32
+// connections, both Redis servers syncing every write, paired rounds
+// against replicas 0 on empty queues) one round at a time carried 15.6
+// writes each and acknowledged 0.58 of what replicas 0 did; two, 0.62;
+// eight, 0.60 to 0.62 with 2.75 writes a round; sixteen, 0.65; sixty-four,
+// one round per write, 0.60. Eight keeps the rounds short for few
+// callers and still shares a WAIT among the writes of many.
 const laneRounds = 8
 
 // lane sends the durable writes to one primary, in rounds: every write
