@@ -111,8 +111,9 @@ type chain struct {
 	std  bool // uses Caddy's standard modules only (a harness check)
 	// noop: the plain side is the chain's no-op counterpart, Caddy's own
 	// handlers doing Caddy's part of the chain's work (as many handlers in
-	// the route, the same headers to the app), so that the ratio is what
-	// servicegate's own work costs; run with -only noop, not in "all".
+	// the route or one more, the same headers to the app), so that the
+	// ratio is what servicegate's own work costs; run with -only noop, not
+	// in "all".
 	noop bool
 }
 
@@ -301,9 +302,9 @@ var allChains = []*chain{
 	},
 	// servicegate's chains against their no-op counterparts: the plain
 	// side runs Caddy's own handlers, as many in the route as the chain
-	// side's, and its proxy adds the headers the chain side adds for the
-	// app, so that the ratio leaves out what Caddy spends per handler and
-	// per header, whoever asks for it.
+	// side's (for app-api one more), adding the headers the chain side
+	// adds for the app, so that the ratio leaves out what Caddy spends per
+	// handler and per header, whoever asks for it.
 	{
 		name: "auth-noop", title: "service_auth (HS256) against one vars handler, GET with a valid token",
 		handlers: authHandlers, plainHandlers: "vars bench 1",
@@ -523,6 +524,9 @@ func (c *chain) run(env *benchEnv) (res *chainResult) {
 			return res
 		}
 		defer replica.stop()
+		if c.durableRedis && env.opts.replicaFsync != "always" {
+			res.notes = append(res.notes, "the Redis replica ran with `appendfsync "+env.opts.replicaFsync+"` (-replica-appendfsync), not syncing before every answer as the title says")
+		}
 	}
 
 	plainCfg, chainCfg, serviceCfg := c.caddyfiles(env)
@@ -625,8 +629,7 @@ func (c *chain) writeFiles(dir string) error {
 // reverse_proxy are, or is empty.
 func (c *chain) sidesNote() string {
 	if c.noop {
-		note := "the plain side is this chain's no-op counterpart: `" + strings.Join(strings.Split(strings.TrimSpace(c.plainHandlers), "\n"), "`, `") + "` before reverse_proxy"
-		return note
+		return "the plain side is this chain's no-op counterpart: `" + strings.Join(strings.Split(strings.TrimSpace(c.plainHandlers), "\n"), "`, `") + "` before reverse_proxy"
 	}
 	if c.plainHandlers == "" {
 		return ""
