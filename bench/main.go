@@ -174,7 +174,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.sideBySide, "side-by-side", false, "load both sides at once in each round, each from a wrk of its own with half the threads and connections (chains without a drain), rather than one after the other")
 	fs.BoolVar(&o.pin, "pin", false, "run each side's Caddy on a core of its own (the last), with GOMAXPROCS=1, and everything else on the other cores")
 	fs.IntVar(&o.portBase, "port-base", 18000, "first of the loopback ports used (base+1 … base+460)")
-	fs.StringVar(&o.replicaFsync, "replica-appendfsync", "always", "appendfsync of the Redis replica of webhook-queue-redis-replicas1-1k (always, everysec or no); its primary syncs always")
+	fs.StringVar(&o.replicaFsync, "replica-appendfsync", "always", "appendfsync of the bench's Redis replica, in the replicas chains (always, everysec or no); its primary syncs always")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -429,8 +429,6 @@ func (c *chain) drainParallel(app *drainApp, base string, body []byte, orgs int)
 	}
 }
 
-// queueCounters reads the chain side's deliveries made so far and its
-// queues' depth.
 // quietWait bounds waitQueuesEmpty.
 const quietWait = 3 * time.Minute
 
@@ -462,6 +460,8 @@ func waitQueuesEmpty(sides map[bool]*caddySide) error {
 	}
 }
 
+// queueCounters reads a side's deliveries made so far and its queues'
+// depth from its admin API's /metrics.
 func queueCounters(ctx context.Context, client *http.Client, admin string) (delivered, depth float64, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/metrics", nil)
 	if err != nil {
