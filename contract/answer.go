@@ -190,12 +190,17 @@ type previewRef struct {
 // values, slices of the answer. It is reused from record to record.
 type record struct {
 	ident, uniq int // offset of the string value in the answer, -1 when absent
+	// identV and uniqV are those strings decoded, when they needed no
+	// decoding (a slice of the answer), else nil: identOK and uniqOK tell.
+	identV, uniqV   []byte
+	identOK, uniqOK bool
 	previewID   []byte
 	customData  []byte
 	context     []byte
 	maxLength   []byte
 	isHidden    []byte
 	labels      []byte
+	labelsOK    bool // labels is an array of strings
 	text        []byte
 	hasPlurals  bool
 
@@ -215,6 +220,7 @@ type trans struct {
 
 func (r *record) reset() {
 	r.ident, r.uniq = -1, -1
+	r.identV, r.uniqV, r.identOK, r.uniqOK = nil, nil, false, false
 	r.previewID, r.customData, r.context, r.maxLength = nil, nil, nil, nil
 	r.isHidden, r.labels, r.text, r.hasPlurals = nil, nil, nil, false
 	r.typeField, r.typeValue = "", ""
@@ -702,9 +708,9 @@ func (c *checker) recordMember(key []byte) error {
 	var raw *[]byte
 	switch fieldOf(key) {
 	case fieldIdentifier:
-		return c.stringField(&r.ident, "identifier")
+		return c.stringField(&r.ident, &r.identV, &r.identOK, "identifier")
 	case fieldUniqID:
-		return c.stringField(&r.uniq, "uniqId")
+		return c.stringField(&r.uniq, &r.uniqV, &r.uniqOK, "uniqId")
 	case fieldText:
 		raw = &r.text
 	case fieldTranslations:
@@ -714,7 +720,7 @@ func (c *checker) recordMember(key []byte) error {
 	case fieldCustomData:
 		raw = &r.customData
 	case fieldLabels:
-		raw = &r.labels
+		return c.readLabels()
 	case fieldPreviewID:
 		raw = &r.previewID
 	case fieldMaxLength:
@@ -738,17 +744,48 @@ func (c *checker) recordMember(key []byte) error {
 	return err
 }
 
-// stringField reads a string field, keeping the offset of its value.
-func (c *checker) stringField(pos *int, name string) error {
+// stringField reads a string field, keeping the offset of its value and,
+// when it needs no decoding, the value itself (ok true), so that it is
+// not decoded again.
+func (c *checker) stringField(pos *int, v *[]byte, ok *bool, name string) error {
 	s := &c.s
 	switch first := s.Peek(); first {
 	case '"':
 		*pos = s.Pos()
+		str, err := s.String()
+		if err != nil {
+			return err
+		}
+		// a string without escapes or invalid UTF-8 is a slice of the answer
+		*v, *ok = str, len(str) == 0 || &str[0] == &c.answer[*pos+1]
+		return nil
 	case 'n':
+		// null leaves the field as it was
 	default:
 		c.rec.typeError(name, first)
 	}
 	return s.Skip()
+}
+
+// readLabels reads a record's labels, noting whether they are an array of
+// strings as it goes.
+func (c *checker) readLabels() error {
+	s, r := &c.s, &c.rec
+	if s.Peek() != '[' {
+		v, err := s.Value()
+		r.labels, r.labelsOK = v, false
+		return err
+	}
+	start := s.Pos()
+	ok := true
+	err := s.Array(func() error {
+		if s.Peek() != '"' {
+			ok = false
+		}
+		return s.Skip()
+	})
+	r.labels, r.labelsOK = c.answer[start:s.Pos()], ok
+	return err
 }
 
 // readTranslations reads a record's translations, keyed by language, as
@@ -830,7 +867,7 @@ func (c *checker) seenHash(h uint64, v []byte, pos int) bool {
 		c.growSeen()
 	}
 	mask := uint64(len(c.seen) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
+	for i := h >> 1 & mask; ; i = (i + 1) & mask { // bit 0 is always set
 		slot := &c.seen[i]
 		if slot.hash == 0 {
 			slot.hash, slot.pos = h, pos
@@ -873,7 +910,7 @@ func (c *checker) growSeen() {
 		if slot.hash == 0 {
 			continue
 		}
-		i := slot.hash & mask
+		i := slot.hash >> 1 & mask
 		for c.seen[i].hash != 0 {
 			i = (i + 1) & mask
 		}
@@ -887,13 +924,11 @@ type seenSlot struct {
 	pos  int
 }
 
-var statusValues = [][]byte{[]byte(`"untranslated"`), []byte(`"translated"`), []byte(`"approved"`)}
-
 // checkRecord checks the string record number n, read into c.rec.
 func (c *checker) checkRecord(n int) {
 	r := &c.rec
-	var id []byte
-	if r.ident >= 0 {
+	id := r.identV
+	if !r.identOK && r.ident >= 0 {
 		id = stringAt(&c.idA, c.answer, r.ident)
 	}
 	if len(id) == 0 {
@@ -932,8 +967,8 @@ func (c *checker) checkRecord(n int) {
 			c.noPreviewID = previewRef{id: -1, index: n, ident: r.ident}
 		}
 	case PreExport:
-		var uniq []byte
-		if r.uniq >= 0 {
+		uniq := r.uniqV
+		if !r.uniqOK && r.uniq >= 0 {
 			uniq = stringAt(&c.idA, c.answer, r.uniq)
 		}
 		if len(uniq) == 0 {
@@ -1084,17 +1119,8 @@ func (c *checker) checkOptional(r *record) string {
 	if present(r.isHidden) && r.isHidden[0] != 't' && r.isHidden[0] != 'f' {
 		return "has an isHidden that is not a boolean or null"
 	}
-	if present(r.labels) {
-		c.aux.Reset(r.labels)
-		err := c.aux.Array(func() error {
-			if c.aux.Peek() != '"' {
-				return errRule
-			}
-			return c.aux.Skip()
-		})
-		if err != nil {
-			return "has labels that are not an array of strings"
-		}
+	if present(r.labels) && !r.labelsOK {
+		return "has labels that are not an array of strings"
 	}
 	return ""
 }
@@ -1115,10 +1141,13 @@ func containsKey(list []string, key []byte) bool {
 }
 
 func validStatus(v []byte) bool {
-	for _, s := range statusValues {
-		if bytes.Equal(v, s) {
-			return true
-		}
+	switch len(v) {
+	case len(`"untranslated"`):
+		return string(v) == `"untranslated"`
+	case len(`"translated"`):
+		return string(v) == `"translated"`
+	case len(`"approved"`):
+		return string(v) == `"approved"`
 	}
 	return false
 }

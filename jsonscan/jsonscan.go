@@ -32,6 +32,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/bits"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -307,33 +308,35 @@ func stopTables() (lo, hi [256]bool) {
 	return lo, hi
 }
 
-// plainRun returns the index of the first 8-byte word from d[i] on that
-// may hold a quote, a backslash or a control character: strings are most
-// of a document, and a word at a time is several times faster over them
-// than a byte at a time. The byte loop after it finds the exact byte.
+// plainRun returns the index of the first quote, backslash or control
+// character from d[i] on, found a word of 8 bytes at a time, or the index
+// of the last bytes, fewer than 8, for the byte loop after it: strings are
+// most of a document, and a word at a time is several times faster over
+// them than a byte at a time. In each word, the lowest byte flagged is
+// exact (a borrow only carries upwards), so its index needs no byte loop.
 func plainRun(d []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(d); i += 8 {
 		x := binary.LittleEndian.Uint64(d[i:])
 		q, b := x^(ones*'"'), x^(ones*'\\')
 		// a byte below 0x20, a zero byte of q (a quote) or of b (a backslash)
-		if ((x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
-			return i
+		if m := ((x-ones*0x20)&^x | (q-ones)&^q | (b-ones)&^b) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
 	return i
 }
 
-// asciiRun is plainRun that stops also at a word holding a byte from 0x80
-// on, where String checks UTF-8: long strings of ASCII (base64 contents,
-// previews) are decoded a word at a time.
+// asciiRun is plainRun that stops also at a byte from 0x80 on, where
+// String checks UTF-8: long strings of ASCII (base64 contents, previews)
+// are decoded a word at a time.
 func asciiRun(d []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(d); i += 8 {
 		x := binary.LittleEndian.Uint64(d[i:])
 		q, b := x^(ones*'"'), x^(ones*'\\')
-		if (x|(x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
-			return i
+		if m := (x | (x-ones*0x20)&^x | (q-ones)&^q | (b-ones)&^b) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
 	return i
