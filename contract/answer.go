@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -860,36 +861,55 @@ func (c *checker) seenBefore(v []byte, pos int) bool {
 }
 
 // seenHash is seenBefore for v of hash h. The table is open addressing
-// with linear probing, at most three quarters full; 0 marks a free slot.
+// with linear probing, at most three quarters full. A slot is 8 bytes (the
+// high half of the hash, its tag, which also places it, 0 marking a free
+// slot; and the offset), so that
+// the table of a 5 MB answer stays within a core's cache: each string
+// lands at a random slot, and a smaller table misses the cache less.
+// Answers of 4 GiB or more, whose offsets need more bits, keep their
+// strings whole.
 func (c *checker) seenHash(h uint64, v []byte, pos int) bool {
-	h |= 1
+	if uint64(len(c.answer)) > math.MaxUint32 {
+		return c.seenWhole(v)
+	}
+	tag := uint32(h>>32) | 1
 	if (c.seenN+1)*4 > len(c.seen)*3 {
 		c.growSeen()
 	}
 	mask := uint64(len(c.seen) - 1)
-	for i := h >> 1 & mask; ; i = (i + 1) & mask { // bit 0 is always set
+	for i := slotOf(tag) & mask; ; i = (i + 1) & mask {
 		slot := &c.seen[i]
-		if slot.hash == 0 {
-			slot.hash, slot.pos = h, pos
+		if slot.tag == 0 {
+			slot.tag, slot.pos = tag, uint32(pos)
 			c.seenN++
 			return false
 		}
-		if slot.hash != h {
+		if slot.tag != tag {
 			continue
 		}
-		if bytes.Equal(stringAt(&c.idB, c.answer, slot.pos), v) {
+		if bytes.Equal(stringAt(&c.idB, c.answer, int(slot.pos)), v) {
 			return true
 		}
 		// another string of the same hash: kept whole
-		if _, dup := c.collided[string(v)]; dup {
-			return true
-		}
-		if c.collided == nil {
-			c.collided = make(map[string]struct{})
-		}
-		c.collided[string(v)] = struct{}{}
-		return false
+		return c.seenWhole(v)
 	}
+}
+
+// seenWhole is seenBefore for strings kept whole, in collided.
+func (c *checker) seenWhole(v []byte) bool {
+	if _, dup := c.collided[string(v)]; dup {
+		return true
+	}
+	if c.collided == nil {
+		c.collided = make(map[string]struct{})
+	}
+	c.collided[string(v)] = struct{}{}
+	return false
+}
+
+// slotOf spreads a tag over the table: its place, before the mask.
+func slotOf(tag uint32) uint64 {
+	return uint64(tag) * 0x9e3779b97f4a7c15 >> 32
 }
 
 // growSeen grows the table of seenHash: to twice its size, or to the size
@@ -907,11 +927,11 @@ func (c *checker) growSeen() {
 	c.seen = make([]seenSlot, size)
 	mask := uint64(len(c.seen) - 1)
 	for _, slot := range old {
-		if slot.hash == 0 {
+		if slot.tag == 0 {
 			continue
 		}
-		i := slot.hash >> 1 & mask
-		for c.seen[i].hash != 0 {
+		i := slotOf(slot.tag) & mask
+		for c.seen[i].tag != 0 {
 			i = (i + 1) & mask
 		}
 		c.seen[i] = slot
@@ -920,8 +940,8 @@ func (c *checker) growSeen() {
 
 // seenSlot is a slot of the table of seenHash.
 type seenSlot struct {
-	hash uint64 // 0 when free
-	pos  int
+	tag uint32 // the high half of the hash, its lowest bit set; 0 when free
+	pos uint32 // offset of the string in the answer
 }
 
 // checkRecord checks the string record number n, read into c.rec.
