@@ -706,9 +706,24 @@ func foldedIs(key []byte, name, upper string) bool {
 	if string(key) == name {
 		return true
 	}
+	// a rune folds to one ASCII byte or none, so a key that folds to name
+	// is as long, or longer and not all ASCII
+	if len(key) < len(name) || len(key) > len(name) && !hasNonASCII(key) {
+		return false
+	}
 	var buf [foldMax]byte
 	folded, ok := foldASCII(&buf, key)
 	return ok && string(folded) == upper
+}
+
+// hasNonASCII tells whether b holds a byte from 0x80 on.
+func hasNonASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
 }
 
 // recordMember reads the value of one member of a record.

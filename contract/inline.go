@@ -119,19 +119,14 @@ func StringsArray(ndjson []byte, ids bool) (array []byte, uniqIDs []string, err 
 	arr.Grow(len(ndjson) + 2)
 	arr.WriteByte('[')
 	n := 0
-	var rec struct {
-		UniqID string `json:"uniqId"`
-	}
-	err = ReadNDJSON(bytes.NewReader(ndjson), func(line []byte) error {
+	err = readNDJSON(bytes.NewReader(ndjson), ids, func(line, uniqID []byte) error {
 		if n > 0 {
 			arr.WriteByte(',')
 		}
 		n++
 		arr.Write(line)
 		if ids {
-			rec.UniqID = ""
-			_ = json.Unmarshal(line, &rec) // a valid object: ReadNDJSON checked it
-			uniqIDs = append(uniqIDs, rec.UniqID)
+			uniqIDs = append(uniqIDs, string(uniqID))
 		}
 		return nil
 	})

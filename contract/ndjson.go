@@ -3,10 +3,11 @@ package contract
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/servicegate/servicegate/jsonscan"
 )
 
 // MaxRecord is the longest line ReadNDJSON accepts: one string record.
@@ -18,8 +19,17 @@ const MaxRecord = 1 << 20
 // error naming its line number. fn must not keep line: its memory is
 // reused.
 func ReadNDJSON(r io.Reader, fn func(line []byte) error) error {
+	return readNDJSON(r, false, func(line, _ []byte) error { return fn(line) })
+}
+
+// readNDJSON is ReadNDJSON that, with uniqIDs, reads each record's uniqId
+// in the same pass as it checks the line (see recordReader) and hands it
+// to fn beside the line ("" when it has none); fn keeps neither.
+func readNDJSON(r io.Reader, uniqIDs bool, fn func(line, uniqID []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxRecord)
+	var rr recordReader
+	rr.s.MaxDepth = jsonscan.EncodingJSONMaxDepth // json.Valid's
 	n := 0
 	for sc.Scan() {
 		n++
@@ -27,10 +37,23 @@ func ReadNDJSON(r io.Reader, fn func(line []byte) error) error {
 		if len(line) == 0 {
 			continue
 		}
-		if line[0] != '{' || !json.Valid(line) {
+		var id []byte
+		var err error
+		if line[0] == '{' {
+			rr.s.Reset(line)
+			if uniqIDs {
+				id, _, err = rr.read()
+			} else {
+				err = rr.s.Skip()
+			}
+			if err == nil {
+				err = rr.s.Finish()
+			}
+		}
+		if line[0] != '{' || err != nil {
 			return fmt.Errorf("line %d is not a JSON object", n)
 		}
-		if err := fn(line); err != nil {
+		if err := fn(line, id); err != nil {
 			return err
 		}
 	}
@@ -41,4 +64,45 @@ func ReadNDJSON(r io.Reader, fn func(line []byte) error) error {
 		return err
 	}
 	return nil
+}
+
+// recordReader reads string records for their uniqId as json.Unmarshal
+// reads one into a struct { UniqID string `json:"uniqId"` }, checking the
+// record as it goes: the key matched as encoding/json matches names, the
+// last string counting, null leaving it as it was.
+type recordReader struct {
+	s  jsonscan.Scanner
+	id []byte // the uniqId, decoded: a key decoded later may not overwrite it
+}
+
+// read reads the record at the scanner. typeErr tells that json.Unmarshal
+// would report an error of type (the record neither an object nor null, or
+// a uniqId neither a string nor null) and leave id as it is; err is the
+// scanner's, for broken JSON.
+func (rr *recordReader) read() (id []byte, typeErr bool, err error) {
+	s := &rr.s
+	switch s.Peek() {
+	case '{':
+	case 'n':
+		return nil, false, s.Skip()
+	default:
+		return nil, true, s.Skip()
+	}
+	rr.id = rr.id[:0]
+	err = s.Object(func(key []byte) error {
+		if !foldedIs(key, "uniqId", "UNIQID") {
+			return s.Skip()
+		}
+		switch s.Peek() {
+		case '"':
+			v, err := s.String()
+			rr.id = append(rr.id[:0], v...)
+			return err
+		case 'n':
+		default:
+			typeErr = true
+		}
+		return s.Skip()
+	})
+	return rr.id, typeErr, err
 }
