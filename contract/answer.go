@@ -169,6 +169,10 @@ type checker struct {
 	seen     []seenSlot
 	seenN    int
 	collided map[string]struct{}
+	// sentMet marks, by their number, the uniqIds sent that the answer
+	// returned so far (pre-export with the strings sent): one look-up in
+	// the job's set tells both whether a uniqId was sent and met before.
+	sentMet []uint64
 
 	previewIDs  []previewRef       // the strings with a previewId
 	noPreviewID previewRef         // the first string without one, index 0 when none
@@ -875,6 +879,22 @@ func containsIndex(list []int, v int) bool {
 	return false
 }
 
+// metSent tells whether uniq is a uniqId the job was sent and, if so,
+// whether it was met before, and marks it met.
+func (c *checker) metSent(uniq []byte) (sent, before bool) {
+	k, sent := c.job.uniqIDs[string(uniq)]
+	if !sent {
+		return false, false
+	}
+	if c.sentMet == nil {
+		c.sentMet = make([]uint64, (len(c.job.uniqIDs)+63)/64)
+	}
+	word, bit := &c.sentMet[k/64], uint64(1)<<(k%64)
+	before = *word&bit != 0
+	*word |= bit
+	return true, before
+}
+
 // seenBefore tells whether v, the string at offset pos of the answer, was
 // seen before, and keeps it. Strings are kept by hash, at their offset; a
 // hash found again is confirmed on the strings themselves, so that only an
@@ -1018,15 +1038,21 @@ func (c *checker) checkRecord(n int) {
 			c.fail(n, r.ident, "has no uniqId")
 			return
 		}
-		if c.seenBefore(uniq, r.uniq) {
+		// A uniqId not sent is a breach the first time it is met, so that
+		// with the strings sent, only those sent need to be remembered.
+		sent, before := true, false
+		if c.job.stringsSent {
+			sent, before = c.metSent(uniq)
+		} else {
+			before = c.seenBefore(uniq, r.uniq)
+		}
+		if before {
 			c.fail(n, r.ident, "has the uniqId of an earlier string; a pre-export answer keeps each string once")
 			return
 		}
-		if c.job.stringsSent {
-			if _, sent := c.job.uniqIDs[string(uniq)]; !sent {
-				c.fail(n, r.ident, "has a uniqId that was not sent; a pre-export answer keeps the uniqId of each string")
-				return
-			}
+		if !sent {
+			c.fail(n, r.ident, "has a uniqId that was not sent; a pre-export answer keeps the uniqId of each string")
+			return
 		}
 	}
 	if rule := c.checkOptional(r); rule != "" {

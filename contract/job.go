@@ -44,7 +44,7 @@ type Job struct {
 
 	stringsSent bool                // strings came inline: count and uniqIds are known
 	count       int                 // strings sent
-	uniqIDs     map[string]struct{} // pre-export: the uniqIds sent
+	uniqIDs     map[string]int32    // pre-export: the uniqIds sent, each with its number among them
 	source      []string            // plural categories of the source language
 	targets     map[string][]string // target language id → its plural categories
 }
@@ -188,7 +188,7 @@ func (j *Job) readSentStrings(dec *json.Decoder) error {
 		return requestErr("strings is not an array")
 	}
 	if j.Type == PreExport || j.Type == "" {
-		j.uniqIDs = make(map[string]struct{})
+		j.uniqIDs = make(map[string]int32)
 	}
 	var rec struct {
 		UniqID string `json:"uniqId"`
@@ -200,7 +200,7 @@ func (j *Job) readSentStrings(dec *json.Decoder) error {
 		}
 		j.count++
 		if j.uniqIDs != nil && rec.UniqID != "" {
-			j.uniqIDs[rec.UniqID] = struct{}{}
+			j.addUniqID(rec.UniqID)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -214,9 +214,17 @@ func (j *Job) readSentStrings(dec *json.Decoder) error {
 // were read since (see ReadNDJSON): uniqIds is the uniqId of each, in order.
 func (j *Job) SetSentStrings(uniqIDs []string) {
 	j.stringsSent, j.count = true, len(uniqIDs)
-	j.uniqIDs = make(map[string]struct{}, len(uniqIDs))
+	j.uniqIDs = make(map[string]int32, len(uniqIDs))
 	for _, id := range uniqIDs {
-		j.uniqIDs[id] = struct{}{}
+		j.addUniqID(id)
+	}
+}
+
+// addUniqID records id among the uniqIds sent, numbering it when new: the
+// check of the answer marks each number it meets.
+func (j *Job) addUniqID(id string) {
+	if _, ok := j.uniqIDs[id]; !ok {
+		j.uniqIDs[id] = int32(len(j.uniqIDs))
 	}
 }
 

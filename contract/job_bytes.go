@@ -189,26 +189,23 @@ func (j *Job) scanSentStrings(s *jsonscan.Scanner) error {
 		return requestErr("strings is not an array")
 	}
 	if j.Type == PreExport || j.Type == "" {
-		j.uniqIDs = make(map[string]struct{})
+		j.uniqIDs = make(map[string]int32)
 	}
-	var rec struct {
-		UniqID string `json:"uniqId"`
-	}
+	var rr recordReader
 	depth := s.Depth()
 	err := s.Array(func() error {
 		s.SetDepth(0)
-		defer s.SetDepth(depth + 1)
-		v, err := s.Value()
+		id, typeErr, err := rr.read(s)
+		s.SetDepth(depth + 1)
 		if err != nil {
 			return err
 		}
-		rec.UniqID = ""
-		if json.Unmarshal(v, &rec) != nil {
+		if typeErr {
 			return requestErr("string %d is not a string record", j.count+1)
 		}
 		j.count++
-		if j.uniqIDs != nil && rec.UniqID != "" {
-			j.uniqIDs[rec.UniqID] = struct{}{}
+		if j.uniqIDs != nil && len(id) > 0 {
+			j.addUniqID(string(id))
 		}
 		return nil
 	})

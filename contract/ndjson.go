@@ -29,7 +29,8 @@ func readNDJSON(r io.Reader, uniqIDs bool, fn func(line, uniqID []byte) error) e
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxRecord)
 	var rr recordReader
-	rr.s.MaxDepth = jsonscan.EncodingJSONMaxDepth // json.Valid's
+	var s jsonscan.Scanner
+	s.MaxDepth = jsonscan.EncodingJSONMaxDepth // json.Valid's
 	n := 0
 	for sc.Scan() {
 		n++
@@ -40,14 +41,14 @@ func readNDJSON(r io.Reader, uniqIDs bool, fn func(line, uniqID []byte) error) e
 		var id []byte
 		var err error
 		if line[0] == '{' {
-			rr.s.Reset(line)
+			s.Reset(line)
 			if uniqIDs {
-				id, _, err = rr.read()
+				id, _, err = rr.read(&s)
 			} else {
-				err = rr.s.Skip()
+				err = s.Skip()
 			}
 			if err == nil {
-				err = rr.s.Finish()
+				err = s.Finish()
 			}
 		}
 		if line[0] != '{' || err != nil {
@@ -71,16 +72,14 @@ func readNDJSON(r io.Reader, uniqIDs bool, fn func(line, uniqID []byte) error) e
 // record as it goes: the key matched as encoding/json matches names, the
 // last string counting, null leaving it as it was.
 type recordReader struct {
-	s  jsonscan.Scanner
 	id []byte // the uniqId, decoded: a key decoded later may not overwrite it
 }
 
-// read reads the record at the scanner. typeErr tells that json.Unmarshal
+// read reads the record at s. typeErr tells that json.Unmarshal
 // would report an error of type (the record neither an object nor null, or
 // a uniqId neither a string nor null) and leave id as it is; err is the
 // scanner's, for broken JSON.
-func (rr *recordReader) read() (id []byte, typeErr bool, err error) {
-	s := &rr.s
+func (rr *recordReader) read(s *jsonscan.Scanner) (id []byte, typeErr bool, err error) {
 	switch s.Peek() {
 	case '{':
 	case 'n':
