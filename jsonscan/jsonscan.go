@@ -586,17 +586,10 @@ func (s *Scanner) Object(member func(key []byte) error) error {
 		return nil
 	}
 	for {
-		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
-			return ErrSyntax
-		}
-		key, err := s.readString()
+		key, err := s.key()
 		if err != nil {
 			return err
 		}
-		if s.Peek() != ':' {
-			return ErrSyntax
-		}
-		s.pos++
 		if err := member(key); err != nil {
 			return err
 		}
@@ -612,6 +605,29 @@ func (s *Scanner) Object(member func(key []byte) error) error {
 			return ErrSyntax
 		}
 	}
+}
+
+// key reads a member's key and the colon after it. Most keys are short
+// and plain: their closing quote is the first byte asciiRun stops at, and
+// a colon follows at once.
+func (s *Scanner) key() ([]byte, error) {
+	d, i := s.data, s.pos
+	if i >= len(d) || d[i] != '"' {
+		return nil, ErrSyntax
+	}
+	if j := asciiRun(d, i+1); j+1 < len(d) && d[j] == '"' && d[j+1] == ':' {
+		s.pos = j + 2
+		return d[i+1 : j], nil
+	}
+	key, err := s.readString()
+	if err != nil {
+		return nil, err
+	}
+	if s.Peek() != ':' {
+		return nil, ErrSyntax
+	}
+	s.pos++
+	return key, nil
 }
 
 // Array reads an array, calling element positioned before each element,
