@@ -836,7 +836,7 @@ func (c *checker) readTranslations() error {
 func (c *checker) translation(lang []byte) error {
 	s, r := &c.s, &c.rec
 	var t *trans
-	if i, known := c.langs[string(lang)]; known {
+	if i, known := c.lang(lang); known {
 		if !r.trs[i].set {
 			r.order = append(r.order, i)
 		}
@@ -868,6 +868,21 @@ func (c *checker) translation(lang []byte) error {
 		r.typeError("translations", first)
 	}
 	return s.Skip()
+}
+
+// lang returns the index of the target language name, if it is one: by
+// comparing it with each when there are few, which is quicker than a map.
+func (c *checker) lang(name []byte) (int, bool) {
+	if len(c.names) <= 8 {
+		for i, n := range c.names {
+			if string(name) == n {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	i, ok := c.langs[string(name)]
+	return i, ok
 }
 
 func containsIndex(list []int, v int) bool {
