@@ -199,15 +199,16 @@ type record struct {
 	// decoding (a slice of the answer), else nil: identOK and uniqOK tell.
 	identV, uniqV   []byte
 	identOK, uniqOK bool
-	previewID   []byte
-	customData  []byte
-	context     []byte
-	maxLength   []byte
-	isHidden    []byte
-	labels      []byte
-	labelsOK    bool // labels is an array of strings
-	text        []byte
-	hasPlurals  bool
+	previewID       []byte
+	customData      []byte
+	context         []byte
+	maxLength       []byte
+	isHidden        []byte
+	labels          []byte
+	labelsOK        bool // labels is an array of strings
+	text            []byte
+	textForms       pluralForms
+	hasPlurals      bool
 
 	// the first value of the wrong type, as encoding/json names it
 	typeField, typeValue string
@@ -219,8 +220,18 @@ type record struct {
 }
 
 type trans struct {
-	set          bool
-	text, status []byte
+	set                    bool
+	text, status           []byte
+	textForms, statusForms pluralForms
+}
+
+// pluralForms is what the rules say of a value read as a plural object
+// (a text or a status by plural form), found as the value is read, so that
+// it is read once: its members, and the first rule a member breaks ("" when
+// none, or when the value is not an object).
+type pluralForms struct {
+	n    int
+	rule string
 }
 
 func (r *record) reset() {
@@ -228,6 +239,7 @@ func (r *record) reset() {
 	r.identV, r.uniqV, r.identOK, r.uniqOK = nil, nil, false, false
 	r.previewID, r.customData, r.context, r.maxLength = nil, nil, nil, nil
 	r.isHidden, r.labels, r.text, r.hasPlurals = nil, nil, nil, false
+	r.textForms = pluralForms{}
 	r.typeField, r.typeValue = "", ""
 	r.clearTranslations()
 }
@@ -740,7 +752,7 @@ func (c *checker) recordMember(key []byte) error {
 	case fieldUniqID:
 		return c.stringField(&r.uniq, &r.uniqV, &r.uniqOK, "uniqId")
 	case fieldText:
-		raw = &r.text
+		return c.readForms(&r.text, &r.textForms, textForm(c.job.source, ""))
 	case fieldTranslations:
 		return c.readTranslations()
 	case fieldContext:
@@ -836,11 +848,13 @@ func (c *checker) readTranslations() error {
 func (c *checker) translation(lang []byte) error {
 	s, r := &c.s, &c.rec
 	var t *trans
+	var cats []string // plural categories and name of a target language
+	var name string
 	if i, known := c.lang(lang); known {
 		if !r.trs[i].set {
 			r.order = append(r.order, i)
 		}
-		t = &r.trs[i]
+		t, cats, name = &r.trs[i], c.cats[i], c.names[i]
 	} else {
 		if r.unknownLang == "" && !containsIndex(r.order, -1) {
 			r.unknownLang = string(lang)
@@ -855,9 +869,9 @@ func (c *checker) translation(lang []byte) error {
 			var err error
 			switch {
 			case foldedIs(key, "text", "TEXT"):
-				t.text, err = s.Value()
+				err = c.readForms(&t.text, &t.textForms, textForm(cats, name))
 			case foldedIs(key, "status", "STATUS"):
-				t.status, err = s.Value()
+				err = c.readForms(&t.status, &t.statusForms, statusForm(cats))
 			default:
 				err = s.Skip()
 			}
@@ -1078,7 +1092,7 @@ func (c *checker) checkRecord(n int) {
 		c.fail(n, r.ident, "has no text")
 		return
 	}
-	if rule := c.checkText(r.text, r.hasPlurals, c.job.source, ""); rule != "" {
+	if rule := checkText(r.text, r.hasPlurals, r.textForms, ""); rule != "" {
 		c.fail(n, r.ident, rule)
 		return
 	}
@@ -1087,60 +1101,66 @@ func (c *checker) checkRecord(n int) {
 			c.fail(n, r.ident, "has a translation into "+shortQuote(r.unknownLang)+", which is not a target language of the job")
 			return
 		}
-		lang, cats, t := c.names[i], c.cats[i], &r.trs[i]
+		lang, t := c.names[i], &r.trs[i]
 		if !present(t.text) {
 			c.fail(n, r.ident, "has a translation into "+shortQuote(lang)+" without text")
 			return
 		}
-		if rule := c.checkText(t.text, r.hasPlurals, cats, lang); rule != "" {
+		if rule := checkText(t.text, r.hasPlurals, t.textForms, lang); rule != "" {
 			c.fail(n, r.ident, rule)
 			return
 		}
-		if rule := c.checkStatus(t.status, r.hasPlurals, cats); rule != "" {
+		if rule := checkStatus(t.status, r.hasPlurals, t.statusForms); rule != "" {
 			c.fail(n, r.ident, "has a translation into "+shortQuote(lang)+" with "+rule)
 			return
 		}
 	}
 }
 
-// checkText checks a text against hasPlurals and the language's plural
-// categories, and returns the broken rule or "". lang is the target
-// language of a translation, "" for the source text.
-func (c *checker) checkText(text []byte, plural bool, cats []string, lang string) string {
-	what := func() string {
-		if lang == "" {
-			return "text"
-		}
-		return "translation text into " + shortQuote(lang)
+// textWhat names a text in a rule: the source text when lang is "", else
+// the translation into lang.
+func textWhat(lang string) string {
+	if lang == "" {
+		return "text"
 	}
+	return "translation text into " + shortQuote(lang)
+}
+
+// checkText checks a text against hasPlurals and, by its forms, against
+// the language's plural categories, and returns the broken rule or "".
+// lang is the target language of a translation, "" for the source text.
+func checkText(text []byte, plural bool, forms pluralForms, lang string) string {
 	if !plural {
 		if text[0] != '"' {
-			return "has a " + what() + " that is not a string, and hasPlurals is false"
+			return "has a " + textWhat(lang) + " that is not a string, and hasPlurals is false"
 		}
 		return ""
 	}
 	if text[0] != '{' {
-		return "has a " + what() + " that is not an object of plural forms, and hasPlurals is true"
+		return "has a " + textWhat(lang) + " that is not an object of plural forms, and hasPlurals is true"
 	}
-	n := 0
-	rule := c.members(text, func(key, value []byte) string {
-		n++
+	if forms.rule == "" && forms.n == 0 {
+		return "has a " + textWhat(lang) + " that is an empty object of plural forms"
+	}
+	return forms.rule
+}
+
+// textForm returns the rule of a plural form of a text, given the plural
+// categories of its language (lang as in checkText).
+func textForm(cats []string, lang string) func(key, value []byte) string {
+	return func(key, value []byte) string {
 		if len(cats) > 0 && !containsKey(cats, key) {
-			return "has a " + what() + " with the plural form " + shortQuote(string(key)) + ", which is not a plural category of the language"
+			return "has a " + textWhat(lang) + " with the plural form " + shortQuote(string(key)) + ", which is not a plural category of the language"
 		}
 		if value[0] != '"' {
-			return "has a " + what() + " whose plural form " + shortQuote(string(key)) + " is not a string"
+			return "has a " + textWhat(lang) + " whose plural form " + shortQuote(string(key)) + " is not a string"
 		}
 		return ""
-	})
-	if rule == "" && n == 0 {
-		return "has a " + what() + " that is an empty object of plural forms"
 	}
-	return rule
 }
 
 // checkStatus checks a translation status; absent means translated.
-func (c *checker) checkStatus(status []byte, plural bool, cats []string) string {
+func checkStatus(status []byte, plural bool, forms pluralForms) string {
 	if !present(status) {
 		return ""
 	}
@@ -1153,7 +1173,13 @@ func (c *checker) checkStatus(status []byte, plural bool, cats []string) string 
 	if !plural || status[0] != '{' {
 		return "a status that is not a string"
 	}
-	return c.members(status, func(key, value []byte) string {
+	return forms.rule
+}
+
+// statusForm returns the rule of a plural form of a status, given the
+// plural categories of its language.
+func statusForm(cats []string) func(key, value []byte) string {
+	return func(key, value []byte) string {
 		if len(cats) > 0 && !containsKey(cats, key) {
 			return "a status for the plural form " + shortQuote(string(key)) + ", which is not a plural category of the language"
 		}
@@ -1161,33 +1187,54 @@ func (c *checker) checkStatus(status []byte, plural bool, cats []string) string 
 			return "a status other than untranslated, translated or approved"
 		}
 		return ""
-	})
+	}
 }
 
-// errRule stops a walk over members once a rule is broken.
-var errRule = errors.New("rule broken")
+// readForms reads a value that may be a plural object, keeping its text in
+// *v and, for an object, what rule says of its members in *forms.
+func (c *checker) readForms(v *[]byte, forms *pluralForms, rule func(key, value []byte) string) error {
+	s := &c.s
+	*forms = pluralForms{}
+	if s.Peek() != '{' {
+		val, err := s.Value()
+		*v = val
+		return err
+	}
+	start := s.Pos()
+	err := walkMembers(s, forms, rule)
+	*v = c.answer[start:s.Pos()]
+	return err
+}
 
-// members calls fn with the key (decoded) and the value of each member of
-// obj, an object read already, until fn returns a rule, which members
-// returns. It allocates nothing for keys without escapes.
-func (c *checker) members(obj []byte, fn func(key, value []byte) string) string {
-	rule := ""
-	c.aux.Reset(obj)
-	err := c.aux.Object(func(key []byte) error {
-		value, err := c.aux.Value()
+// walkMembers reads the object at s, calling rule with the key (decoded)
+// and the value of each member until it returns a broken rule, and counts
+// them into forms. It allocates nothing for keys without escapes, nor
+// while no rule is broken.
+func walkMembers(s *jsonscan.Scanner, forms *pluralForms, rule func(key, value []byte) string) error {
+	return s.Object(func(key []byte) error {
+		value, err := s.Value()
 		if err != nil {
 			return err
 		}
-		if rule = fn(key, value); rule != "" {
-			return errRule
+		forms.n++
+		if forms.rule == "" {
+			forms.rule = rule(key, value)
 		}
 		return nil
 	})
-	if err != nil && err != errRule {
+}
+
+// members calls fn with the key (decoded) and the value of each member of
+// obj, an object read already, until fn returns a rule, which members
+// returns: walkMembers over a value kept aside.
+func (c *checker) members(obj []byte, fn func(key, value []byte) string) string {
+	var forms pluralForms
+	c.aux.Reset(obj)
+	if err := walkMembers(&c.aux, &forms, fn); err != nil && forms.rule == "" {
 		// obj was read already: only depth can stop the scanner.
 		return "is too deeply nested"
 	}
-	return rule
+	return forms.rule
 }
 
 // checkOptional checks the types of the optional fields of a string
