@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +35,12 @@ const (
 	goalCPU  goalKind = iota // plain's Caddy CPU per request at least target × chain's (paired rounds)
 	goalSHA                  // added time per request at most max × SHA-256 of the body
 	goalNone                 // reported only
+	// goalJSONValid: the added time per request reported against
+	// encoding/json.Valid over the bytes the contract checks (the answer,
+	// and the strings file of an inlined job), in the bench's process: the
+	// check alone is held to 0.5 of it in contract's Ratio benchmarks;
+	// through Caddy the added time also holds the answer's buffering.
+	goalJSONValid
 	// goalAcks: the chain's requests/s at least target × plain's and its
 	// p50 at most relP50Target × plain's (paired rounds): two
 	// configurations of one handler compared on their answers.
@@ -115,6 +123,12 @@ type chain struct {
 	// ratio is what servicegate's own work costs; run with -only noop, not
 	// in "all".
 	noop bool
+	// contract: one of the contract's payloads beside contract-5m, run
+	// with -only contract, not in "all".
+	contract bool
+	// stringsPath, for goalJSONValid, is the upstream's path of the
+	// strings file the chain side fetches, which the reference reads too.
+	stringsPath string
 }
 
 const (
@@ -298,7 +312,27 @@ var allChains = []*chain{
 	{
 		name: "contract-5m", title: "service_limits (contract custom-file-format) + reverse_proxy, one 5 MB parse-file answer at a time",
 		handlers: "service_limits {\n\tcontract custom-file-format\n}",
-		request:  fixed(answerJobRequest(contractJobBody(size1K))), load: loadSequential, goal: goalNone, minAnswer: minAnswer5M, warm: 2,
+		request:  fixed(answerJobRequest(contractJobBody(size1K))), load: loadSequential, goal: goalJSONValid, minAnswer: minAnswer5M, warm: 2,
+	},
+	// The contract's other payloads, run with -only contract (which takes
+	// contract-5m too), not in "all".
+	{
+		name: "contract-build-5m", title: "service_limits (contract custom-file-format) + reverse_proxy, one 5 MB build-file answer (one base64 content) at a time",
+		handlers: "service_limits {\n\tcontract custom-file-format\n}",
+		request:  fixed(buildJobRequest()), load: loadSequential, goal: goalJSONValid, minAnswer: minAnswer5M, warm: 2, contract: true,
+	},
+	{
+		name: "contract-preexport-5m", title: "service_limits (contract file-pre-export) + reverse_proxy, one 5 MB pre-export answer (plural strings, translations) at a time, the job's strings by URL (not fetched)",
+		handlers: "service_limits {\n\tcontract file-pre-export\n}",
+		request:  fixed(preExportJobRequest("https://files.example/strings.ndjson")), load: loadSequential, goal: goalJSONValid, minAnswer: minAnswer5M, warm: 2, contract: true,
+	},
+	{
+		name: "contract-ndjson-5m", title: "service_limits (contract file-pre-export, inline) + reverse_proxy, a pre-export job whose 5 MB of strings come by URL (NDJSON, fetched from the upstream and inlined), answered with the same 5 MB of strings",
+		handlers: "service_limits {\n\tcontract file-pre-export\n\tinline\n\tinline_hosts 127.0.0.1\n\tinline_allow_private\n}",
+		request: func(env *benchEnv) (request, string, error) {
+			return preExportJobRequest("http://127.0.0.1:" + fmt.Sprint(env.ports.upstream) + strings5MPath), "", nil
+		},
+		load: loadSequential, goal: goalJSONValid, minAnswer: minAnswer5M, warm: 2, contract: true, stringsPath: strings5MPath,
 	},
 	// servicegate's chains against their no-op counterparts: the plain
 	// side runs Caddy's own handlers, as many in the route as the chain
@@ -385,7 +419,8 @@ func selectChains(only []string) ([]*chain, error) {
 	for _, n := range only {
 		found := false
 		for _, c := range allChains {
-			if c.name == n || (n == "all" && !c.std && !c.noop) || (n == "std" && c.std) || (n == "noop" && c.noop) {
+			if c.name == n || (n == "all" && !c.std && !c.noop && !c.contract) || (n == "std" && c.std) || (n == "noop" && c.noop) ||
+				(n == "contract" && (c.contract || c.goal == goalJSONValid)) {
 				add(c)
 				found = true
 			}
@@ -440,6 +475,7 @@ type chainResult struct {
 	c            *chain
 	plain, chain sideResult
 	sha256       time.Duration // loadSequential with goalSHA: SHA-256 over the body
+	jsonValid    time.Duration // loadSequential with goalJSONValid: json.Valid over what the contract checks
 	// direct is, for loadSequential with goalSHA, the same request sent
 	// straight to the upstream with no Caddy between: the time of one trip
 	// of the body to the app, its answer included.
@@ -788,6 +824,16 @@ func (c *chain) measureSequential(env *benchEnv, client *http.Client, rq request
 	if c.goal == goalSHA {
 		res.sha256 = sha256Time(rq.body, 21)
 	}
+	// The contract's chains time json.Valid in each round, so that the
+	// reference shares the rounds' load.
+	var payload [][]byte
+	var validTimes []float64
+	if c.goal == goalJSONValid {
+		var err error
+		if payload, err = c.checkedPayload(client, env, rq); err != nil {
+			return fmt.Errorf("json.Valid reference: %w", err)
+		}
+	}
 	// Bounded in time as well as in count: a side stops its round early
 	// after -duration.
 	send := func(name, base string, into *sideResult, round int) error {
@@ -824,11 +870,20 @@ func (c *chain) measureSequential(env *benchEnv, client *http.Client, rq request
 				return err
 			}
 		}
+		if c.goal == goalJSONValid {
+			for range env.opts.seqRequests {
+				validTimes = append(validTimes, float64(jsonValidTime(payload)))
+			}
+		}
 		logf("  round %d  plain %s  chain %s (medians so far)", i+1, res.plain.medianLatency().Round(10*time.Microsecond), res.chain.medianLatency().Round(10*time.Microsecond))
 	}
 	if c.goal == goalSHA {
 		logf("  SHA-256 over %d bytes: %s; the request straight to the upstream: %s", len(rq.body),
 			res.sha256.Round(10*time.Microsecond), res.direct.medianLatency().Round(10*time.Microsecond))
+	}
+	if c.goal == goalJSONValid {
+		res.jsonValid = time.Duration(median(validTimes))
+		logf("  json.Valid over what the contract checks: %s", res.jsonValid.Round(10*time.Microsecond))
 	}
 	if added := res.chain.medianLatency() - res.plain.medianLatency(); res.answerSize >= 1_000_000 && added > 0 {
 		res.notes = append(res.notes, fmt.Sprintf("median added time %s over a %s answer: %.0f MB/s of answer",
@@ -852,6 +907,67 @@ func (c *chain) measureConcurrent(env *benchEnv, rq request, plain, side *caddyS
 		logf("  round %d  jobs done: plain %d, chain %d", i+1, res.plain.jobs, res.chain.jobs)
 	}
 	return nil
+}
+
+// checkedPayload is what the chain's contract checks, fetched from the
+// upstream: the answer it gives to rq and, for an inlined job, each line
+// of the strings file.
+func (c *chain) checkedPayload(client *http.Client, env *benchEnv, rq request) ([][]byte, error) {
+	base := "http://" + loopback(env.ports.upstream)
+	req, err := rq.build(base)
+	if err != nil {
+		return nil, err
+	}
+	answer, err := fetchBody(client, req)
+	if err != nil {
+		return nil, err
+	}
+	payload := [][]byte{answer}
+	if c.stringsPath != "" {
+		req, err := http.NewRequest(http.MethodGet, base+c.stringsPath, nil)
+		if err != nil {
+			return nil, err
+		}
+		file, err := fetchBody(client, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range bytes.Split(file, []byte("\n")) {
+			if len(l) > 0 {
+				payload = append(payload, l)
+			}
+		}
+	}
+	if jsonValidTime(payload) < 0 {
+		return nil, errors.New("the upstream's payload is not JSON")
+	}
+	return payload, nil
+}
+
+// jsonValidTime is the time encoding/json.Valid takes over each of
+// payload, in this process; -1 when one is not JSON.
+func jsonValidTime(payload [][]byte) time.Duration {
+	t0 := time.Now()
+	for _, p := range payload {
+		if !json.Valid(p) {
+			return -1
+		}
+	}
+	return time.Since(t0)
+}
+
+// fetchBody sends req and returns the body of its 200 answer.
+func fetchBody(client *http.Client, req *http.Request) ([]byte, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s %s: status %d", req.Method, req.URL.Path, resp.StatusCode)
+	}
+	return b, err
 }
 
 // sha256Time is the median time SHA-256 takes over b, in this process.

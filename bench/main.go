@@ -74,15 +74,17 @@ func run(args []string) error {
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	if err := ensureTool("wrk", "wrk", o.install); err != nil {
+	chains, err := selectChains(o.only)
+	if err != nil {
 		return err
+	}
+	if needsWrk(chains) {
+		if err := ensureTool("wrk", "wrk", o.install); err != nil {
+			return err
+		}
 	}
 	outDir := filepath.Join(root, "bench", "out")
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return err
-	}
-	chains, err := selectChains(o.only)
-	if err != nil {
 		return err
 	}
 	p := newPorts(o.portBase)
@@ -256,6 +258,17 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// needsWrk tells whether any of chains is loaded by wrk: the sequential
+// and concurrent ones are loaded by the bench itself.
+func needsWrk(chains []*chain) bool {
+	for _, c := range chains {
+		if c.load == loadWrk {
+			return true
+		}
+	}
+	return false
 }
 
 // ensureTool checks that the program bin is installed, and installs the

@@ -157,6 +157,44 @@ func answerJobRequest(body []byte) request {
 	}
 }
 
+// The upstream's paths for the contract's other 5 MB payloads
+// (bench/upstream: build5MPath, preExport5MPath, strings5MPath).
+const (
+	build5MPath     = "/file-format/build5m"
+	preExport5MPath = "/pre-export/answer5m"
+	strings5MPath   = "/pre-export/strings5m.ndjson"
+)
+
+// contractLanguages are the languages of the contract's jobs: those of the
+// upstream's answers.
+const contractLanguages = `"sourceLanguage":{"id":"en","name":"English","pluralCategoryNames":["one","other"]},` +
+	`"targetLanguages":[{"id":"uk","name":"Ukrainian","pluralCategoryNames":["one","few","many","other"]}]`
+
+// buildJobRequest is a small build-file job to the upstream's build5MPath,
+// which answers one file of about 5 MB in base64.
+func buildJobRequest() request {
+	return answerRequestTo(build5MPath, `{"jobType":"build-file","organization":{"id":1,"domain":"`+benchDomain+`"},"project":{"id":2},`+
+		contractLanguages+`,"strings":[{"uniqId":"h::1","identifier":"a","text":"A"}]}`)
+}
+
+// preExportJobRequest is a pre-export job to the upstream's
+// preExport5MPath, which answers about 5 MB of strings, its own sent by
+// URL: stringsURL, fetched only by a gateway with inline.
+func preExportJobRequest(stringsURL string) request {
+	return answerRequestTo(preExport5MPath, `{"jobType":"file-pre-export","organization":{"id":1,"domain":"`+benchDomain+`"},"project":{"id":2},`+
+		contractLanguages+`,"stringsUrl":"`+stringsURL+`"}`)
+}
+
+// answerRequestTo is a POST of the job body to path.
+func answerRequestTo(path, body string) request {
+	return request{
+		method:  http.MethodPost,
+		path:    path,
+		headers: [][2]string{{"Content-Type", "application/json"}},
+		body:    []byte(body),
+	}
+}
+
 // apiRequest is a GET of the app's API with a bearer token.
 func apiRequest(token string) request {
 	return request{

@@ -3,13 +3,18 @@
 // (/file-format/… and /pre-export/…) get their body echoed back, as a custom
 // file format app answers a job with a body of about the same size, except
 // POST /file-format/answer5m, which reads the job and answers a valid
-// parse-file answer of about 5 MB (answer5MPath); every other request has
-// its body read and gets a small JSON answer, as a webhook handler or an
-// API call would.
+// parse-file answer of about 5 MB (answer5MPath), and the other payloads of
+// the contract's benchmarks: a build-file answer of one base64 content
+// (build5MPath), a pre-export answer of plural strings with translations
+// (preExport5MPath) and the same strings as new-line delimited JSON, as the
+// service sends them by URL (strings5MPath); every other request has its
+// body read and gets a small JSON answer, as a webhook handler or an API
+// call would.
 package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +39,10 @@ var (
 func handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.URL.Path == answer5MPath {
 		answer(w, r, answer5M)
+		return
+	}
+	if body, ok := contractPayloads[r.Method+" "+r.URL.Path]; ok {
+		answer(w, r, body)
 		return
 	}
 	if r.Method == http.MethodPost && isModulePath(r.URL.Path) {
@@ -97,6 +106,58 @@ func parseFileAnswer(size int) []byte {
 	}
 	b.WriteString(tail)
 	return b.Bytes()
+}
+
+// The paths of the contract's other 5 MB payloads.
+const (
+	build5MPath     = "/file-format/build5m"
+	preExport5MPath = "/pre-export/answer5m"
+	strings5MPath   = "/pre-export/strings5m.ndjson"
+)
+
+// contractPayloads are those payloads by method and path: the pre-export
+// answer keeps every string of the strings file, as the contract wants.
+var contractPayloads = func() map[string][]byte {
+	lines := preExportLines(answer5MSize)
+	return map[string][]byte{
+		"POST " + build5MPath:     buildFileAnswer(answer5MSize),
+		"POST " + preExport5MPath: append(append([]byte(`{"data":{"strings":[`), bytes.Join(lines, []byte(","))...), `]}}`...),
+		"GET " + strings5MPath:    append(bytes.Join(lines, []byte("\n")), '\n'),
+	}
+}()
+
+// buildFileAnswer is a build-file answer {"data":{"content":…}} of at most
+// size bytes: a file in base64.
+func buildFileAnswer(size int) []byte {
+	const head, tail = `{"data":{"content":"`, `"}}`
+	file := make([]byte, (size-len(head)-len(tail))/4*3)
+	for i := range file {
+		file[i] = byte(i*7/5) ^ byte(i>>9)
+	}
+	return []byte(head + base64.StdEncoding.EncodeToString(file) + tail)
+}
+
+// preExportLines are the string records of a pre-export job and of its
+// answer, of at most size bytes as an answer: one in four plural, each
+// translated into "uk" with a status, uniqIds h<n>::<i>.
+func preExportLines(size int) [][]byte {
+	var lines [][]byte
+	n := len(`{"data":{"strings":[]}}`)
+	for i := 0; ; i++ {
+		var rec string
+		if i%4 == 0 {
+			rec = fmt.Sprintf(`{"uniqId":"h%d::%d","identifier":"plural.%d","context":"cart","hasPlurals":true,"maxLength":40,"text":{"one":"%d item in the cart","other":"%d items in the cart"},"translations":{"uk":{"text":{"one":"%d товар у кошику","few":"%d товари у кошику","many":"%d товарів у кошику","other":"%d товару у кошику"},"status":{"one":"approved","few":"translated","many":"translated","other":"untranslated"}}}}`,
+				i%97, i, i, i, i, i, i, i, i)
+		} else {
+			rec = fmt.Sprintf(`{"uniqId":"h%d::%d","identifier":"key.%d","context":"Button on the settings page","isHidden":false,"labels":["ui","settings"],"text":"Save the changes to item %d","translations":{"uk":{"text":"Зберегти зміни до пункту %d","status":"approved"}}}`,
+				i%97, i, i, i, i)
+		}
+		if n+len(rec)+1 > size {
+			return lines
+		}
+		n += len(rec) + 1
+		lines = append(lines, []byte(rec))
+	}
 }
 
 // answer reads the whole job, as an app parses it before answering, and

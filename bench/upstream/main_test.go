@@ -95,3 +95,33 @@ func TestParseFileAnswer(t *testing.T) {
 		t.Errorf("%d string records, want tens of thousands", len(seen))
 	}
 }
+
+// TestContractPayloads checks the contract's payloads: each just under
+// 5 MB, the answers passing the contract of their jobs, the pre-export
+// answer keeping every string of the strings file.
+func TestContractPayloads(t *testing.T) {
+	for key, body := range contractPayloads {
+		if len(body) > answer5MSize || len(body) < answer5MSize-1000 {
+			t.Errorf("%s: %d bytes, want just under %d", key, len(body), answer5MSize)
+		}
+	}
+	langs := `"sourceLanguage":{"id":"en","pluralCategoryNames":["one","other"]},"targetLanguages":[{"id":"uk","pluralCategoryNames":["one","few","many","other"]}]`
+	build, err := contract.ParseJob(contract.CustomFileFormat, strings.NewReader(`{"jobType":"build-file","organization":{},"project":{},`+langs+`,"strings":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build.CheckAnswerBytes(contractPayloads["POST "+build5MPath]); err != nil {
+		t.Errorf("build-file answer: %v", err)
+	}
+	arr, ids, err := contract.StringsArray(contractPayloads["GET "+strings5MPath], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := contract.ParseJob(contract.FilePreExport, strings.NewReader(`{"jobType":"file-pre-export","organization":{},"project":{},`+langs+`,"strings":`+string(arr)+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans, err := pre.CheckAnswerBytes(contractPayloads["POST "+preExport5MPath]); err != nil || ans.Strings != len(ids) {
+		t.Errorf("pre-export answer: %d strings of %d, %v", ans.Strings, len(ids), err)
+	}
+}
