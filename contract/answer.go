@@ -169,6 +169,10 @@ type checker struct {
 	seen     []seenSlot
 	seenN    int
 	collided map[string]struct{}
+	// pending are identifiers (or uniqIds) waiting to be kept in seen, a
+	// few records at a time: see keep.
+	pending []pendingID
+	touched uint32
 	// sentMet marks, by their number, the uniqIds sent that the answer
 	// returned so far (pre-export with the strings sent): one look-up in
 	// the job's set tells both whether a uniqId was sent and met before.
@@ -510,6 +514,9 @@ func (c *checker) contentBase64(v []byte) bool {
 // fail records the first breach; ident is the offset of the string's
 // identifier in the answer, -1 when it has none.
 func (c *checker) fail(index, ident int, rule string) {
+	// a string kept for later may be a duplicate: an earlier breach, or
+	// this one's, whose uniqueness is checked first
+	c.flushPending()
 	if c.breach == nil {
 		c.breach = &Breach{Job: c.job.Type, Index: index, Identifier: c.identifier(ident), Rule: rule}
 	}
@@ -556,13 +563,15 @@ func (c *checker) readStrings() error {
 		}
 		c.rec.trs = make([]trans, len(c.names))
 	}
-	return s.Array(func() error {
+	err := s.Array(func() error {
 		c.count++
 		if c.breach != nil {
 			return c.skipValue()
 		}
 		return c.readRecord(c.count)
 	})
+	c.flushPending()
+	return err
 }
 
 // readRecord reads the string record number n, as encoding/json decodes a
@@ -909,6 +918,73 @@ func containsIndex(list []int, v int) bool {
 	return false
 }
 
+// The rules broken by a string whose identifier, or uniqId, is another's.
+const (
+	ruleDupIdentifier = "has the identifier of an earlier string; identifiers are unique within a file"
+	ruleDupUniqID     = "has the uniqId of an earlier string; a pre-export answer keeps each string once"
+)
+
+// pendingID is a string waiting to be kept in seen: v at offset pos of the
+// answer, of hash h, the identifier or uniqId of string number index,
+// whose identifier is at offset ident (-1 when it has none).
+type pendingID struct {
+	h            uint64
+	v            []byte
+	pos          int
+	index, ident int
+}
+
+// pendingMax is how many strings wait to be kept at most.
+const pendingMax = 16
+
+// keep keeps v, the string at offset pos of the answer, the identifier or
+// uniqId of string number index, and tells whether it was seen before.
+// Each string lands at a random slot of seen, which on a large answer is
+// seldom in the cache: strings that are slices of the answer (inAnswer)
+// wait, pendingMax at a time, so that the slots of the next ones are
+// fetched together, then are kept in order, a duplicate among them
+// breaching then (flushPending). Until then keep says false: every other
+// breach first flushes them, so that the first breach is the same.
+func (c *checker) keep(v []byte, pos, index, ident int, inAnswer bool) bool {
+	if !inAnswer {
+		// decoded into a buffer that the next string overwrites
+		c.flushPending()
+		return c.seenBefore(v, pos)
+	}
+	c.pending = append(c.pending, pendingID{h: maphash.Bytes(c.seed, v), v: v, pos: pos, index: index, ident: ident})
+	if len(c.pending) == pendingMax {
+		c.flushPending()
+	}
+	return false
+}
+
+// flushPending keeps the strings waiting, in order, and records a breach
+// for the first that was seen before.
+func (c *checker) flushPending() {
+	if len(c.pending) == 0 {
+		return
+	}
+	pending := c.pending
+	c.pending = c.pending[:0]
+	if mask := uint64(len(c.seen) - 1); len(c.seen) > 0 && uint64(len(c.answer)) <= math.MaxUint32 {
+		// read the slots first, independent loads the processor overlaps
+		var t uint32
+		for _, p := range pending {
+			t ^= c.seen[slotOf(uint32(p.h>>32)|1)&mask].tag
+		}
+		c.touched = t
+	}
+	for _, p := range pending {
+		if c.breach == nil && c.seenHash(p.h, p.v, p.pos) {
+			rule := ruleDupIdentifier
+			if c.job.Type == PreExport {
+				rule = ruleDupUniqID
+			}
+			c.breach = &Breach{Job: c.job.Type, Index: p.index, Identifier: c.identifier(p.ident), Rule: rule}
+		}
+	}
+}
+
 // metSent tells whether uniq is a uniqId the job was sent and, if so,
 // whether it was met before, and marks it met.
 func (c *checker) metSent(uniq []byte) (sent, before bool) {
@@ -1033,8 +1109,8 @@ func (c *checker) checkRecord(n int) {
 	}
 	switch c.job.Type {
 	case ParseFile:
-		if c.seenBefore(id, r.ident) {
-			c.fail(n, r.ident, "has the identifier of an earlier string; identifiers are unique within a file")
+		if c.keep(id, r.ident, n, r.ident, r.identOK) {
+			c.fail(n, r.ident, ruleDupIdentifier)
 			return
 		}
 		if present(r.customData) {
@@ -1077,7 +1153,7 @@ func (c *checker) checkRecord(n int) {
 		if c.job.stringsSent {
 			sent, before = c.metSent(uniq)
 		} else {
-			before = c.seenBefore(uniq, r.uniq)
+			before = c.keep(uniq, r.uniq, n, r.ident, r.uniqOK)
 		}
 		if before {
 			c.fail(n, r.ident, "has the uniqId of an earlier string; a pre-export answer keeps each string once")

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/servicegate/servicegate/jsonscan"
@@ -155,4 +157,53 @@ func FuzzPlainBase64MatchesDecoder(f *testing.F) {
 			t.Fatalf("content %q: plainBase64 says %v, the decoder %v", raw, valid, err)
 		}
 	})
+}
+
+// TestCheckAnswerKeptLaterMatchesReference checks answers of many strings,
+// whose identifiers and uniqIds are kept pendingMax at a time: a duplicate
+// at one string and another breach, or broken JSON, at another, each in
+// turn before, at and after it, across batches, with plain and escaped
+// identifiers; the verdict is the reference's, naming the first breach.
+func TestCheckAnswerKeptLaterMatchesReference(t *testing.T) {
+	const n = 3*pendingMax + 5
+	jobs := diffJobs(t)
+	record := func(i, dup, bad int, escaped bool) string {
+		id := fmt.Sprintf("k%d", i)
+		uniq := fmt.Sprintf("h1::%d", i)
+		if i == dup {
+			id, uniq = "k3", "h1::3"
+		}
+		if escaped && i%3 == 0 {
+			id = `\u006b` + id[1:]
+		}
+		text := `"x"`
+		if i == bad {
+			text = `5`
+		}
+		return fmt.Sprintf(`{"identifier":"%s","uniqId":"%s","text":%s}`, id, uniq, text)
+	}
+	for _, escaped := range []bool{false, true} {
+		for _, dup := range []int{0, 4, pendingMax - 1, pendingMax, pendingMax + 1, 2*pendingMax + 3} {
+			for _, bad := range []int{0, 2, dup - 1, dup, dup + 1, pendingMax + 2, n - 1, -1} {
+				var b strings.Builder
+				b.WriteString(`{"data":{"strings":[`)
+				for i := range n {
+					if i > 0 {
+						b.WriteByte(',')
+					}
+					b.WriteString(record(i, dup, bad, escaped))
+				}
+				b.WriteString(`]}}`)
+				body := b.String()
+				for _, j := range jobs {
+					sameVerdict(t, j, []byte(body))
+					if bad == -1 {
+						// broken JSON after the strings, and within them
+						sameVerdict(t, j, []byte(body[:len(body)-1]+"x"))
+						sameVerdict(t, j, []byte(strings.Replace(body, `"text":"x"}`, `"text":"x"`, n-2)))
+					}
+				}
+			}
+		}
+	}
 }
