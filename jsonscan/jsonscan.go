@@ -132,6 +132,9 @@ func (s *Scanner) Finish() error {
 // Skip reads one value of any kind, checking it.
 func (s *Scanner) Skip() error {
 	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == '"' { // most values
+		return s.skipString()
+	}
 	return s.skip(s.depth)
 }
 
@@ -139,7 +142,13 @@ func (s *Scanner) Skip() error {
 func (s *Scanner) Value() ([]byte, error) {
 	s.skipSpace()
 	start := s.pos
-	if err := s.skip(s.depth); err != nil {
+	var err error
+	if start < len(s.data) && s.data[start] == '"' { // most values
+		err = s.skipString()
+	} else {
+		err = s.skip(s.depth)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return s.data[start:s.pos], nil
