@@ -625,29 +625,48 @@ const (
 // fieldOf returns the field key names, matched as encoding/json matches
 // it: exactly, else after folding case.
 func fieldOf(key []byte) int {
-	switch string(key) {
-	case "identifier":
-		return fieldIdentifier
-	case "text":
-		return fieldText
-	case "translations":
-		return fieldTranslations
-	case "context":
-		return fieldContext
-	case "customData":
-		return fieldCustomData
-	case "labels":
-		return fieldLabels
-	case "hasPlurals":
-		return fieldHasPlurals
-	case "previewId":
-		return fieldPreviewID
-	case "uniqId":
-		return fieldUniqID
-	case "maxLength":
-		return fieldMaxLength
-	case "isHidden":
-		return fieldIsHidden
+	// by length first: each name is then one comparison of a few words,
+	// where a switch over the names compares strings in turn
+	switch len(key) {
+	case len("text"):
+		if string(key) == "text" {
+			return fieldText
+		}
+	case len("labels"):
+		switch string(key) {
+		case "labels":
+			return fieldLabels
+		case "uniqId":
+			return fieldUniqID
+		}
+	case len("context"):
+		if string(key) == "context" {
+			return fieldContext
+		}
+	case len("isHidden"):
+		if string(key) == "isHidden" {
+			return fieldIsHidden
+		}
+	case len("previewId"):
+		switch string(key) {
+		case "previewId":
+			return fieldPreviewID
+		case "maxLength":
+			return fieldMaxLength
+		}
+	case len("identifier"):
+		switch string(key) {
+		case "identifier":
+			return fieldIdentifier
+		case "customData":
+			return fieldCustomData
+		case "hasPlurals":
+			return fieldHasPlurals
+		}
+	case len("translations"):
+		if string(key) == "translations" {
+			return fieldTranslations
+		}
 	}
 	var buf [foldMax]byte
 	folded, ok := foldASCII(&buf, key)
