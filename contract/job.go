@@ -42,15 +42,15 @@ type Job struct {
 	// HasContent tells whether the request carries file.content inline.
 	HasContent bool
 
-	stringsSent bool                // strings came inline: count and uniqIds are known
-	count       int                 // strings sent
-	uniqIDs     map[string]int32    // pre-export: the uniqIds sent, each with its number among them
+	stringsSent bool             // strings came inline: count and uniqIds are known
+	count       int              // strings sent
+	uniqIDs     map[string]int32 // pre-export: the uniqIds sent, each with its number among them
 	// sentOrder is the uniqIds sent by their number: an answer that keeps
 	// the strings in their order finds each uniqId where the last one
 	// ended, without a look-up in uniqIDs.
 	sentOrder []string
-	source      []string            // plural categories of the source language
-	targets     map[string][]string // target language id → its plural categories
+	source    []string            // plural categories of the source language
+	targets   map[string][]string // target language id → its plural categories
 }
 
 // language is the part of a language object the contract needs.
