@@ -176,7 +176,8 @@ type checker struct {
 	// sentMet marks, by their number, the uniqIds sent that the answer
 	// returned so far (pre-export with the strings sent): one look-up in
 	// the job's set tells both whether a uniqId was sent and met before.
-	sentMet []uint64
+	sentMet  []uint64
+	sentNext int32 // the number after the last uniqId sent that was met
 
 	previewIDs  []previewRef       // the strings with a previewId
 	noPreviewID previewRef         // the first string without one, index 0 when none
@@ -1006,10 +1007,13 @@ func (c *checker) flushPending() {
 // metSent tells whether uniq is a uniqId the job was sent and, if so,
 // whether it was met before, and marks it met.
 func (c *checker) metSent(uniq []byte) (sent, before bool) {
-	k, sent := c.job.uniqIDs[string(uniq)]
-	if !sent {
-		return false, false
+	k := c.sentNext
+	if int(k) >= len(c.job.sentOrder) || c.job.sentOrder[k] != string(uniq) {
+		if k, sent = c.job.uniqIDs[string(uniq)]; !sent {
+			return false, false
+		}
 	}
+	c.sentNext = k + 1
 	if c.sentMet == nil {
 		c.sentMet = make([]uint64, (len(c.job.uniqIDs)+63)/64)
 	}

@@ -42,11 +42,15 @@ type Job struct {
 	// HasContent tells whether the request carries file.content inline.
 	HasContent bool
 
-	stringsSent bool                // strings came inline: count and uniqIds are known
-	count       int                 // strings sent
-	uniqIDs     map[string]int32    // pre-export: the uniqIds sent, each with its number among them
-	source      []string            // plural categories of the source language
-	targets     map[string][]string // target language id → its plural categories
+	stringsSent bool             // strings came inline: count and uniqIds are known
+	count       int              // strings sent
+	uniqIDs     map[string]int32 // pre-export: the uniqIds sent, each with its number among them
+	// sentOrder is the uniqIds sent by their number: an answer that keeps
+	// the strings in their order finds each uniqId where the last one
+	// ended, without a look-up in uniqIDs.
+	sentOrder []string
+	source    []string            // plural categories of the source language
+	targets   map[string][]string // target language id → its plural categories
 }
 
 // language is the part of a language object the contract needs.
@@ -215,6 +219,7 @@ func (j *Job) readSentStrings(dec *json.Decoder) error {
 func (j *Job) SetSentStrings(uniqIDs []string) {
 	j.stringsSent, j.count = true, len(uniqIDs)
 	j.uniqIDs = make(map[string]int32, len(uniqIDs))
+	j.sentOrder = make([]string, 0, len(uniqIDs))
 	for _, id := range uniqIDs {
 		j.addUniqID(id)
 	}
@@ -225,6 +230,7 @@ func (j *Job) SetSentStrings(uniqIDs []string) {
 func (j *Job) addUniqID(id string) {
 	if _, ok := j.uniqIDs[id]; !ok {
 		j.uniqIDs[id] = int32(len(j.uniqIDs))
+		j.sentOrder = append(j.sentOrder, id)
 	}
 }
 
