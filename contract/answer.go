@@ -954,7 +954,7 @@ type pendingID struct {
 }
 
 // pendingMax is how many strings wait to be kept at most.
-const pendingMax = 16
+const pendingMax = 64
 
 // keep keeps v, the string at offset pos of the answer, the identifier or
 // uniqId of string number index, and tells whether it was seen before.
