@@ -30,6 +30,13 @@ func demoSecrets(t *testing.T) {
 	if found == 0 {
 		t.Fatal("run-demo.sh sets no secret")
 	}
+	// The pages' examples also read these, which the demo does not use.
+	for name, value := range map[string]string{
+		"CLIENT_ID": "demo-client", "REDIS_PASSWORD": "demo-redis-password",
+		"SERVICEGATE_OLD_KEY": "demo-retired-installations-key-32",
+	} {
+		t.Setenv(name, value)
+	}
 }
 
 // TestCaddyfileBlocksAdapt adapts every ```caddy block of README.md and
