@@ -4,7 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -46,41 +46,48 @@ type Module struct {
 // every Caddy module declared there, sorted by module ID.
 func ModulesOf(dir string) ([]Module, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		return nil, err
+	}
+	var files []*ast.File
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
 	}
 	structs := map[string]*ast.StructType{}
 	docs := map[string]string{}
 	ids := map[string]string{}
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			for _, decl := range f.Decls {
-				switch d := decl.(type) {
-				case *ast.GenDecl:
-					for _, spec := range d.Specs {
-						ts, ok := spec.(*ast.TypeSpec)
-						if !ok {
-							continue
-						}
-						if st, ok := ts.Type.(*ast.StructType); ok {
-							structs[ts.Name.Name] = st
-							doc := ts.Doc
-							if doc == nil {
-								doc = d.Doc
-							}
-							docs[ts.Name.Name] = doc.Text()
-						}
-					}
-				case *ast.FuncDecl:
-					if d.Name.Name != "CaddyModule" || d.Recv == nil || len(d.Recv.List) != 1 {
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					ts, ok := spec.(*ast.TypeSpec)
+					if !ok {
 						continue
 					}
-					recv := typeName(d.Recv.List[0].Type)
-					ids[recv] = moduleID(d.Body)
+					if st, ok := ts.Type.(*ast.StructType); ok {
+						structs[ts.Name.Name] = st
+						doc := ts.Doc
+						if doc == nil {
+							doc = d.Doc
+						}
+						docs[ts.Name.Name] = doc.Text()
+					}
 				}
+			case *ast.FuncDecl:
+				if d.Name.Name != "CaddyModule" || d.Recv == nil || len(d.Recv.List) != 1 {
+					continue
+				}
+				recv := typeName(d.Recv.List[0].Type)
+				ids[recv] = moduleID(d.Body)
 			}
 		}
 	}
