@@ -178,9 +178,12 @@ type AppRoute struct {
 	// alone is every other request.
 	Path string `json:"path"`
 
-	// Module and Key name the descriptor's module the route serves.
+	// Module is the kind of the descriptor's module the route serves
+	// (webhook, custom-file-format, file-pre-export).
 	Module string `json:"module,omitempty"`
-	Key    string `json:"key,omitempty"`
+
+	// Key is the key of the descriptor's module the route serves.
+	Key string `json:"key,omitempty"`
 
 	// Serve is what answers the path without a guard: "descriptor" (the
 	// app descriptor), "public" (passed on as it is), "spill" (the
@@ -194,11 +197,25 @@ type AppRoute struct {
 	// subscription_paid.
 	Event string `json:"event,omitempty"`
 
-	// The handlers of the route, in the order they run.
-	Webhook      *ServiceWebhook      `json:"webhook,omitempty"`
-	Limits       *ServiceLimits       `json:"limits,omitempty"`
-	SignIn       *ServiceOAuth        `json:"sign_in,omitempty"`
-	Auth         *ServiceAuth         `json:"auth,omitempty"`
+	// The handlers of the route follow, in the order they run.
+
+	// Webhook checks the signature, module key and events of a webhook
+	// module's deliveries.
+	Webhook *ServiceWebhook `json:"webhook,omitempty"`
+
+	// Limits holds a file module's jobs and answers to the service's
+	// limits and module contract.
+	Limits *ServiceLimits `json:"limits,omitempty"`
+
+	// SignIn sends a browser without a token through the service's sign-in
+	// first (with sign_in).
+	SignIn *ServiceOAuth `json:"sign_in,omitempty"`
+
+	// Auth verifies the service's bearer token on a guarded path.
+	Auth *ServiceAuth `json:"auth,omitempty"`
+
+	// Subscription checks the organization's subscription after the token
+	// (with subscription).
 	Subscription *ServiceSubscription `json:"subscription,omitempty"`
 }
 

@@ -72,7 +72,10 @@ type AppInstallations struct {
 	// answered 429 with Retry-After and the service is not asked. Calls
 	// the service proves spend nothing. Default 10 and 100.
 	BudgetPerSource int `json:"budget_per_source,omitempty"`
-	BudgetOverall   int `json:"budget_overall,omitempty"`
+
+	// BudgetOverall is how many unproved lifecycle calls all sources
+	// together may make a minute (see BudgetPerSource). Default 100.
+	BudgetOverall int `json:"budget_overall,omitempty"`
 
 	// TokenHeader is the request header that carries the organization's
 	// app token to the app, on verified webhook deliveries and on

@@ -55,7 +55,7 @@ func deliverTo(t *testing.T, base, domain, id, secret string) *http.Response {
 	return resp
 }
 
-// TestInstallationsKeyRotationE2E runs the README's rotation procedure on
+// TestInstallationsKeyRotationE2E runs the rotation procedure of docs/guides/rotating-installations-key.md on
 // two instances sharing Redis, across restarts: the installations outlive
 // the key change, no organization reinstalls, and once the old key is
 // retired and gone, the records open with the new key alone.

@@ -15,7 +15,7 @@ import (
 )
 
 // logFilterSnippet is the snippet of Caddyfile.example that keeps the
-// service's secrets out of Caddy's logs, as the README documents it.
+// service's secrets out of Caddy's logs, as docs/guides/keeping-secrets.md documents it.
 func logFilterSnippet(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile("../Caddyfile.example")
@@ -35,16 +35,17 @@ func logFilterSnippet(t *testing.T) string {
 	return rest[:end+3]
 }
 
-// TestLogFilterDocumented checks that the README shows the log filter of
-// Caddyfile.example, the one TestE2ELogsHoldNoSecrets runs.
+// TestLogFilterDocumented checks that the guide to keeping secrets out of
+// logs shows the log filter of Caddyfile.example, the one
+// TestE2ELogsHoldNoSecrets runs.
 func TestLogFilterDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/guides/keeping-secrets.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	snippet := logFilterSnippet(t)
 	if !strings.Contains(string(readme), snippet) {
-		t.Errorf("README.md does not show the log filter of Caddyfile.example:\n%s", snippet)
+		t.Errorf("docs/guides/keeping-secrets.md does not show the log filter of Caddyfile.example:\n%s", snippet)
 	}
 	for _, param := range []string{"jwtToken", "code", "state", "sig"} {
 		if !strings.Contains(snippet, "replace "+param+" REDACTED") {
