@@ -56,6 +56,9 @@ type callDetail struct {
 	// Replayable says the call can be replayed or resent: the emulator
 	// sent it and kept its body whole.
 	Replayable bool `json:"replayable"`
+	// App is what the app received and answered, when a gateway in the
+	// emulator's process handed the call on to it.
+	App *appDetail `json:"app,omitempty"`
 }
 
 // messageDetail is a request or an answer as the console shows it.
@@ -138,6 +141,7 @@ func (c *console) callDetail(id string) apiHandler {
 			Request:    detailOf(e.reqHeader, e.reqBody),
 			Answer:     detailOf(e.respHeader, e.respBody),
 			Replayable: e.sent && e.reqBody.whole(),
+			App:        e.app.detail(),
 		})
 		return nil
 	}

@@ -303,9 +303,37 @@ async function select(id) {
   }
   section.append(
     el('div', { class: 'messages' },
-      el('div', {}, el('h3', { text: 'Request' }), headersBlock(d.request.headers), ...bodyBlock(d.request)),
-      el('div', {}, el('h3', { text: 'Answer' }), headersBlock(d.answer.headers), ...bodyBlock(d.answer))));
+      el('div', { 'data-testid': 'service-request' }, el('h3', { text: d.direction === 'sent' ? 'Request (the service sent)' : 'Request' }),
+        headersBlock(d.request.headers), ...bodyBlock(d.request)),
+      el('div', { 'data-testid': 'service-answer' }, el('h3', { text: d.direction === 'sent' ? 'Answer (the service got)' : 'Answer' }),
+        headersBlock(d.answer.headers), ...bodyBlock(d.answer))),
+    appBlock(d));
   $('.detail').replaceWith(section);
+}
+
+// appBlock is the app's side of a call: what it received from the gateway
+// and what it answered, which the gateway may have refused. Only a
+// gateway in the emulator's process tells it.
+function appBlock(d) {
+  if (d.direction !== 'sent') return null;
+  if (!d.app) {
+    const why = d.gateway.from === 'gateway'
+      ? 'The gateway did not pass this call on to the app.'
+      : 'What the app received and answered is shown when the gateway runs in the emulator\'s process.';
+    return el('p', { class: 'muted', 'data-testid': 'app-none', text: why });
+  }
+  const a = d.app;
+  const answer = a.answer;
+  const answered = answer.status
+    ? [el('p', { class: 'line' }, el('span', { class: `status s${statusClass(answer.status)}`, text: String(answer.status) }),
+      answer.status !== d.status ? el('span', { class: 'muted', text: ` (the service got ${d.status || 'no answer'})` }) : null),
+    headersBlock(answer.headers), ...bodyBlock(answer)]
+    : [el('p', { class: 'warn', text: answer.error || 'No answer came from the app.' })];
+  return el('div', { class: 'messages app-side' },
+    el('div', { 'data-testid': 'app-received' }, el('h3', { text: 'The app received' }),
+      el('p', { class: 'line' }, el('code', { class: 'url', text: `${a.request.method} ${a.request.url}` })),
+      headersBlock(a.request.headers), ...bodyBlock(a.request)),
+    el('div', { 'data-testid': 'app-answer', 'data-status': answer.status }, el('h3', { text: 'The app answered' }), ...answered));
 }
 
 async function callAction(action) {
