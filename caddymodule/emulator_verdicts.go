@@ -50,3 +50,19 @@ func passedOn(call *emulator.GatewayCall, before http.Header, next caddyhttp.Han
 		return next.ServeHTTP(w, r)
 	})
 }
+
+// forgetEmulatedSubscription makes the subscription caches of this process
+// forget an organization the emulator's console changed, under each of
+// its keys (domain and id), and reports whether there is any such cache:
+// with none, the gateway runs elsewhere and keeps its answers.
+func forgetEmulatedSubscription(keys ...string) bool {
+	cached := false
+	subscriptionCaches.Range(func(_, _ any) bool {
+		cached = true
+		return false
+	})
+	for _, key := range keys {
+		forgetLocalSubscriptions(key)
+	}
+	return cached
+}

@@ -32,6 +32,8 @@ const state = {
   strings: [],
   fileOrgChosen: false,
   revealed: new Map(), // domain -> the secret revealed
+  userPaths: new Map(), // domain -> the path to open as a user
+  cacheNotes: new Map(), // domain -> what became of the gateway's cached subscription
 };
 
 // request calls the API and returns the decoded answer; a refusal shows
@@ -72,6 +74,19 @@ function clearError() {
   e.textContent = '';
 }
 
+// copyText puts text on the clipboard and says so in status; where the
+// browser refuses the clipboard, it says where the text is shown.
+async function copyText(text, status) {
+  try {
+    await navigator.clipboard.writeText(text);
+    status.textContent = 'Copied to the clipboard.';
+    status.dataset.state = 'copied';
+  } catch {
+    status.textContent = 'Shown above: the browser did not allow the clipboard, select it to copy.';
+    status.dataset.state = 'shown';
+  }
+}
+
 // quietly runs an action whose refusal request already shows.
 function quietly(p) {
   p.catch(() => {});
@@ -101,6 +116,10 @@ function renderOrgs() {
       el('button', { type: 'button', 'data-action': 'paid', text: 'Mark paid' }),
       el('button', { type: 'button', 'data-action': 'unpaid', text: 'Make unpaid', disabled: o.subscription.state === 'unpaid' }),
       el('button', { type: 'button', 'data-action': 'missing', text: 'Remove subscription', disabled: o.subscription.state === 'missing' }));
+    const asUser = el('p', { class: 'buttons as-user' },
+      el('input', { type: 'text', 'data-testid': 'user-path', 'aria-label': `a path at the app, requested as a user of ${o.domain}`,
+        value: state.userPaths.get(o.domain) || '/', spellcheck: 'false' }),
+      el('button', { type: 'button', 'data-action': 'open-as-user', text: 'Open as a user' }));
     return el('article', { class: 'org', 'data-testid': 'org', 'data-domain': o.domain,
       'data-installation': o.installation.state, 'data-subscription': o.subscription.state },
       el('h3', { text: o.domain }, el('span', { class: 'muted', text: ` id ${o.id}` })),
@@ -110,10 +129,26 @@ function renderOrgs() {
           text: installed ? `installed since ${new Date(o.installation.since).toLocaleString()}` : 'not installed' }),
         el('dt', { text: 'app secret' }), el('dd', {}, secret, ' ',
           el('button', { type: 'button', class: 'small', 'data-action': 'reveal', text: 'Reveal', disabled: !installed }))),
-      buttons);
+      buttons, asUser, cacheNote(o.domain));
   });
   box.replaceChildren(...cards);
   fillOrgSelects();
+}
+
+// cacheNote says what became of the gateway's cached subscription answer
+// after the last change of the organization's subscription.
+function cacheNote(domain) {
+  const c = state.cacheNotes.get(domain);
+  if (!c) return null;
+  if (c.state === 'forgotten') {
+    return el('p', { class: 'muted note', 'data-testid': 'cache-note', 'data-state': c.state,
+      text: 'The gateway of this process forgot its cached answer: the next request is answered by the new state.' });
+  }
+  return el('div', { class: 'note', 'data-testid': 'cache-note', 'data-state': c.state },
+    el('p', { class: 'muted', text: 'The gateway runs in another process: its cache keeps the old answer until its expires, or until you purge it with its admin API:' }),
+    el('pre', { class: 'command', 'data-testid': 'purge-command', text: c.purge }),
+    el('p', { class: 'buttons' }, el('button', { type: 'button', class: 'small', 'data-action': 'copy-purge', text: 'Copy the purge' }),
+      el('span', { class: 'muted', 'data-testid': 'copied', role: 'status' })));
 }
 
 function fillSelect(sel, values, keep, first) {
@@ -147,7 +182,14 @@ async function loadOrgs() {
 }
 
 async function orgAction(domain, action) {
-  const answer = await request('POST', `organizations/${encodeURIComponent(domain)}/${action}`);
+  let answer;
+  if (action === 'open-as-user') {
+    const path = state.userPaths.get(domain) || '/';
+    answer = await request('POST', `organizations/${encodeURIComponent(domain)}/request`, { path });
+  } else {
+    answer = await request('POST', `organizations/${encodeURIComponent(domain)}/${action}`);
+  }
+  if (answer.gateway_cache) state.cacheNotes.set(domain, answer.gateway_cache);
   for (const c of answer.calls || []) addCall(c);
   await loadOrgs();
   if (answer.call) await select(answer.call.id);
@@ -163,7 +205,7 @@ async function reveal(card) {
 // --- calls
 
 const kinds = ['installed', 'uninstall', 'subscription_paid', 'delivery', 'parse-file', 'build-file', 'file-pre-export',
-  'token', 'authorize', 'subscription'];
+  'user', 'token', 'authorize', 'subscription'];
 
 function statusClass(status) {
   if (status < 100 || status > 599) return 'none';
@@ -553,7 +595,14 @@ function wire() {
   on('[data-testid="org"] [data-action]', 'click', (ev, b) => {
     const card = b.closest('[data-testid="org"]');
     if (b.dataset.action === 'reveal') quietly(reveal(card));
+    else if (b.dataset.action === 'copy-purge') quietly(copyText($('[data-testid="purge-command"]', card).textContent, $('[data-testid="copied"]', card)));
     else quietly(orgAction(card.dataset.domain, b.dataset.action));
+  });
+  on('[data-testid="user-path"]', 'input', (ev, input) => {
+    state.userPaths.set(input.closest('[data-testid="org"]').dataset.domain, input.value);
+  });
+  on('[data-testid="user-path"]', 'keydown', (ev, input) => {
+    if (ev.key === 'Enter') quietly(orgAction(input.closest('[data-testid="org"]').dataset.domain, 'open-as-user'));
   });
   on('[data-testid="add-org"]', 'submit', (ev, form) => {
     ev.preventDefault();
