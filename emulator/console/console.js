@@ -34,6 +34,8 @@ const state = {
   revealed: new Map(), // domain -> the secret revealed
   userPaths: new Map(), // domain -> the path to open as a user
   cacheNotes: new Map(), // domain -> what became of the gateway's cached subscription
+  found: null, // the ids of the calls the search found, null with no search
+  searchTurn: 0,
 };
 
 // request calls the API and returns the decoded answer; a refusal shows
@@ -247,7 +249,50 @@ function matchesFilters(c) {
   const org = $('[data-testid="filter-org"]').value;
   const kind = $('[data-testid="filter-kind"]').value;
   const status = $('[data-testid="filter-status"]').value;
-  return (!org || c.organization === org) && (!kind || c.kind === kind) && (!status || statusClass(c.status) === status);
+  return (!org || c.organization === org) && (!kind || c.kind === kind) && (!status || statusClass(c.status) === status) &&
+    (!state.found || state.found.has(c.id));
+}
+
+// filterQuery is the query of GET calls that selects what the filters
+// and the search show.
+function filterQuery() {
+  const q = new URLSearchParams();
+  const org = $('[data-testid="filter-org"]').value;
+  const kind = $('[data-testid="filter-kind"]').value;
+  const status = $('[data-testid="filter-status"]').value;
+  const text = $('[data-testid="call-search"]').value.trim();
+  if (org) q.set('organization', org);
+  if (kind) q.set('kind', kind);
+  if (status) q.set('status', status);
+  if (text) q.set('q', text);
+  return q;
+}
+
+// search asks the API which calls hold the search's text (the page
+// holds only what it lists, masked), and shows only those.
+async function search() {
+  const box = $('[data-testid="call-search"]');
+  const text = box.value.trim();
+  const turn = ++state.searchTurn;
+  box.dataset.state = 'searching';
+  let found = null;
+  if (text) {
+    const list = await request('GET', `calls?q=${encodeURIComponent(text)}`);
+    found = new Set(list.map((c) => c.id));
+  }
+  if (turn !== state.searchTurn) return;
+  state.found = found;
+  applyFilters();
+  box.dataset.state = 'done';
+  box.dataset.found = found ? String(found.size) : '';
+}
+
+function updateExports() {
+  const q = filterQuery();
+  for (const format of ['har', 'ndjson']) {
+    q.set('format', format);
+    $(`[data-testid="export-${format}"]`).href = `${api}calls?${q}`;
+  }
 }
 
 const maxRows = 2000;
@@ -274,6 +319,8 @@ function addCall(c) {
     last.remove();
   }
   $('[data-testid="calls-count"]').textContent = `(${body.children.length})`;
+  // A new call may hold the text searched for.
+  if (state.found) quietly(search());
   if (['installed', 'uninstall', 'subscription_paid'].includes(c.kind)) quietly(loadOrgs());
 }
 
@@ -281,6 +328,7 @@ function applyFilters() {
   for (const row of $$('[data-testid="call"]')) {
     row.hidden = !matchesFilters(state.calls.get(Number(row.dataset.id)));
   }
+  updateExports();
 }
 
 async function loadCallsAfter(id) {
@@ -615,6 +663,7 @@ function wire() {
   });
   on('[data-testid="call-detail"] [data-action]', 'click', (ev, b) => quietly(callAction(b.dataset.action)));
   on('.filters select', 'change', applyFilters);
+  on('[data-testid="call-search"]', 'input', () => quietly(search()));
   on('[data-testid="delivery-module"]', 'change', fillEvents);
   on('[data-testid="delivery-event"]', 'change', () => quietly(loadSample()));
   on('[data-testid="delivery-org"]', 'change', () => { state.deliveryOrgChosen = true; });
