@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -167,5 +168,55 @@ func TestConsoleExportNDJSON(t *testing.T) {
 	}
 	if strings.Join(kinds, " ") != "installed delivery" {
 		t.Fatalf("the lines: %v", kinds)
+	}
+}
+
+// TestSampleDeliveryPerEvent: each event of a sample names itself and
+// carries its own objects: project and targetLanguage for the project
+// events, a file for file.*, a string for string.*, the object its name
+// starts with for others; no event's sample is another's renamed.
+func TestSampleDeliveryPerEvent(t *testing.T) {
+	s := newConsoleServer(t, newFakeGateway(t), 0)
+	var out map[string]string
+	mustAPI(t, s, 200, "GET", "/emulator/api/deliveries/sample?event=project.translated&event=file.approved&event=string.added&event=task.deleted&event=event.x&event=file.added", "", &out)
+	var body struct {
+		Events []map[string]json.RawMessage `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(out["body"]), &body); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		event   string
+		objects string
+	}{
+		{"project.translated", "event project targetLanguage"},
+		{"file.approved", "event file project targetLanguage"},
+		{"string.added", "event project string"},
+		{"task.deleted", "event project task"},
+		{"event.x", "event project"},
+		{"file.added", "event file project"},
+	}
+	if len(body.Events) != len(want) {
+		t.Fatalf("%d events", len(body.Events))
+	}
+	for i, w := range want {
+		e := body.Events[i]
+		var name string
+		json.Unmarshal(e["event"], &name)
+		var keys []string
+		for k := range e {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if name != w.event || strings.Join(keys, " ") != w.objects {
+			t.Errorf("event %d: %s with %v, want %s with %s", i, name, keys, w.event, w.objects)
+		}
+	}
+	var file struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(body.Events[1]["file"], &file) != nil || file.ID == "" || file.Name == "" {
+		t.Errorf("the file of file.approved: %s", body.Events[1]["file"])
 	}
 }
