@@ -235,14 +235,14 @@ function callRow(c) {
   const time = new Date(c.time);
   return el('tr', { 'data-testid': 'call', 'data-id': c.id, 'data-kind': c.kind, 'data-status': c.status,
     'data-org': c.organization, 'data-outcome': c.gateway.outcome, 'data-direction': c.direction, tabindex: 0 },
-  el('td', { class: 'time', title: c.time, text: time.toLocaleTimeString() }),
+  el('td', { class: 'time', title: c.time, text: time.toLocaleTimeString([], { hour12: false }) }),
   el('td', { class: 'kind', text: c.kind + (c.replay_of ? ` ↻${c.replay_of}` : '') + (c.tamper ? ` (${c.tamper})` : '') }),
-  el('td', { text: c.organization }),
+  el('td', { title: c.organization, text: c.organization }),
   el('td', { text: c.method }),
   el('td', { class: 'url', title: c.url, text: shortURL(c.url) }),
   el('td', { class: `status s${statusClass(c.status)}`, text: c.status || 'none' }),
   el('td', { class: 'num', text: c.duration_ms.toFixed(1) }),
-  el('td', { class: `verdict v-${c.gateway.outcome}`, title: verdictText(c.gateway), text: verdictText(c.gateway) }));
+  el('td', { class: `verdict v-${c.gateway.outcome}`, 'data-testid': 'call-verdict', title: verdictText(c.gateway), text: verdictText(c.gateway) }));
 }
 
 function matchesFilters(c) {
@@ -341,10 +341,49 @@ function headersBlock(h) {
   return el('dl', { class: 'headers' }, ...names.flatMap((n) => h[n].flatMap((v) => [el('dt', { text: n }), el('dd', { text: v })])));
 }
 
-function bodyBlock(m) {
+function bodyBlock(m, testid) {
   const note = m.cut ? `first 64 KiB of ${m.size} bytes` : `${m.size} bytes`;
   return [el('p', { class: 'muted', text: m.size ? note : 'no body' }),
-    m.size ? el('pre', { class: m.json ? 'json' : '', text: m.body }) : null];
+    m.size ? el('pre', { class: m.json ? 'json' : '', 'data-testid': testid, text: m.body }) : null];
+}
+
+// markDiff marks, in the body a pre shows, the characters that differ
+// from the original's body: what lies between their common start and
+// their common end.
+function markDiff(pre, original) {
+  const text = pre.textContent;
+  if (text === original) return 0;
+  let start = 0;
+  while (start < text.length && start < original.length && text[start] === original[start]) start++;
+  let end = 0;
+  while (end < text.length - start && end < original.length - start &&
+    text[text.length - 1 - end] === original[original.length - 1 - end]) end++;
+  const changed = text.slice(start, text.length - end);
+  pre.replaceChildren(text.slice(0, start),
+    el('mark', { 'data-testid': 'diff-mark', title: `was ${JSON.stringify(original.slice(start, original.length - end))}`,
+      text: changed || '\u2038' }),
+    text.slice(text.length - end));
+  return Math.max(changed.length, 1);
+}
+
+// showDiff marks, in a resent call's request body, what differs from
+// the call it resends.
+async function showDiff(section, d) {
+  const pre = $('[data-testid="request-body"]', section);
+  if (!pre) return;
+  let original;
+  try {
+    original = await (await fetch(`${api}calls/${d.replay_of}`)).json();
+  } catch {
+    return;
+  }
+  if (!original.request || state.selected !== d.id) return;
+  const n = markDiff(pre, original.request.body);
+  section.dataset.diff = String(n);
+  if (n) {
+    pre.before(el('p', { class: 'muted', 'data-testid': 'diff-note',
+      text: `The marked part differs from call #${d.replay_of}${d.tamper === 'body' ? ', changed after signing' : ''}.` }));
+  }
 }
 
 async function select(id) {
@@ -384,7 +423,8 @@ async function select(id) {
     if (d.kind !== 'delivery') tamper.disabled = true;
     section.append(el('p', { class: 'buttons' },
       el('button', { type: 'button', 'data-action': 'replay', text: 'Replay' }),
-      el('button', { type: 'button', 'data-action': 'curl', text: 'Copy as curl' })),
+      el('button', { type: 'button', 'data-action': 'curl', text: 'Copy as curl' }),
+      el('span', { class: 'muted', 'data-testid': 'curl-copied', role: 'status' })),
     el('details', { class: 'resend' },
       el('summary', { text: 'Edit and resend' }),
       el('textarea', { rows: 10, spellcheck: 'false', 'data-testid': 'resend-body', 'aria-label': 'the body to send', text: d.request.body }),
@@ -394,11 +434,12 @@ async function select(id) {
   section.append(
     el('div', { class: 'messages' },
       el('div', { 'data-testid': 'service-request' }, el('h3', { text: d.direction === 'sent' ? 'Request (the service sent)' : 'Request' }),
-        headersBlock(d.request.headers), ...bodyBlock(d.request)),
+        headersBlock(d.request.headers), ...bodyBlock(d.request, 'request-body')),
       el('div', { 'data-testid': 'service-answer' }, el('h3', { text: d.direction === 'sent' ? 'Answer (the service got)' : 'Answer' }),
         headersBlock(d.answer.headers), ...bodyBlock(d.answer))),
     appBlock(d));
   $('.detail').replaceWith(section);
+  if (d.replay_of && d.request.size) await showDiff(section, d);
 }
 
 // appBlock is the app's side of a call: what it received from the gateway
@@ -434,7 +475,7 @@ async function callAction(action) {
     const pre = $('[data-testid="curl"]', section);
     pre.textContent = answer.curl;
     pre.hidden = false;
-    if (navigator.clipboard) navigator.clipboard.writeText(answer.curl).catch(() => {});
+    await copyText(answer.curl, $('[data-testid="curl-copied"]', section));
     return;
   }
   let item;
@@ -659,7 +700,20 @@ function wire() {
   });
   on('[data-testid="call"]', 'click', (ev, row) => quietly(select(Number(row.dataset.id))));
   on('[data-testid="call"]', 'keydown', (ev, row) => {
-    if (ev.key === 'Enter') quietly(select(Number(row.dataset.id)));
+    if (ev.key === 'Enter') {
+      quietly(select(Number(row.dataset.id)));
+      return;
+    }
+    const step = { ArrowDown: 1, ArrowUp: -1 }[ev.key];
+    if (!step) return;
+    ev.preventDefault();
+    let next = row;
+    do {
+      next = step > 0 ? next.nextElementSibling : next.previousElementSibling;
+    } while (next && next.hidden);
+    if (!next) return;
+    next.focus();
+    quietly(select(Number(next.dataset.id)));
   });
   on('[data-testid="call-detail"] [data-action]', 'click', (ev, b) => quietly(callAction(b.dataset.action)));
   on('.filters select', 'change', applyFilters);
