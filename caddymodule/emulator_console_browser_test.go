@@ -340,14 +340,20 @@ const layoutProblems = `(() => {
 // no word broken. With SERVICEGATE_CONSOLE_SHOTS set to a directory (the
 // docs), it writes console-<width>.png there.
 func TestConsoleBrowserLayout(t *testing.T) {
-	page, _ := openConsole(t)
+	page, _ := openConsoleOf(t, newFailingApp(t).URL, func(sites string) string { return sites })
 	installAcme(t, page)
 	deliverFromPage(t, page)
 	page.click(t, `[data-testid="org"][data-domain="unpaid.example"] [data-action="open-as-user"]`)
 	page.waitFor(t, "the request as a user, selected", sel(row("user", "unpaid.example", `[data-selected="true"]`))+" !== null")
-	page.click(t, row("delivery", "acme.example", ""))
+	file := filepath.Join(t.TempDir(), "crash.kv")
+	if err := os.WriteFile(file, []byte("greeting = Hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	page.setFile(t, `[data-testid="file-upload"]`, file)
+	page.waitFor(t, "the refused parse-file row", sel(`[data-testid="call"][data-kind="parse-file"][data-status="502"]`)+" !== null")
+	page.click(t, `[data-testid="call"][data-kind="parse-file"]`)
 	selectedID(t, page)
-	page.waitFor(t, "the app's side", sel(`[data-testid="app-answer"][data-status="200"]`)+" !== null")
+	page.waitFor(t, "the app's side", sel(`[data-testid="app-answer"][data-status="500"]`)+" !== null")
 	for _, size := range consoleWidths {
 		page.resize(t, size.width, size.height)
 		page.waitFor(t, "the new width", "window.innerWidth === "+strconv.FormatInt(size.width, 10))
@@ -496,4 +502,31 @@ func TestConsoleBrowserAppSideOfRefusedCall(t *testing.T) {
 		sel(`[data-testid="app-answer"]`)+`.textContent.includes('Traceback (most recent call last)') && `+
 		sel(`[data-testid="app-received"]`)+`.textContent.includes('POST /file-format') && `+
 		sel(`[data-testid="gateway-verdict"][data-outcome="refused"]`)+` !== null`)
+}
+
+// TestConsoleBrowserSubscriptionCacheNote: after Make unpaid the
+// organization says that the gateway of the process forgot its cached
+// answer; with the gateway in another process it says that the cache
+// keeps the old answer until expires or a purge, and offers the purge.
+func TestConsoleBrowserSubscriptionCacheNote(t *testing.T) {
+	note := sel(`[data-testid="org"][data-domain="acme.example"] [data-testid="cache-note"]`)
+	t.Run("gateway here", func(t *testing.T) {
+		page, _ := openConsoleOf(t, newConsoleApp(t).URL, func(sites string) string {
+			return strings.Replace(sites, "\t\tinstallations {", "\t\tsubscription\n\t\tinstallations {", 1)
+		})
+		page.click(t, `[data-testid="org"][data-domain="acme.example"] [data-action="unpaid"]`)
+		page.waitFor(t, "the note", note+` !== null && `+note+`.dataset.state === 'forgotten'`)
+	})
+	t.Run("gateway elsewhere", func(t *testing.T) {
+		page, _ := openConsoleOf(t, newConsoleApp(t).URL, func(sites string) string {
+			return sites[:strings.Index(sites, "\nhttp://localhost:{port}")]
+		})
+		page.allowNetworkErrors.Store(true) // the app's descriptor, which nothing serves
+		page.click(t, `[data-testid="org"][data-domain="acme.example"] [data-action="unpaid"]`)
+		page.waitFor(t, "the note and its purge", note+` !== null && `+note+`.dataset.state === 'kept' && `+note+
+			`.textContent.includes('until its expires') && `+sel(`[data-testid="purge-command"]`)+
+			`.textContent.includes('/service/subscription/cache?organization=acme.example')`)
+		page.click(t, `[data-action="copy-purge"]`)
+		page.waitFor(t, "the copy's confirmation", sel(`[data-testid="org"][data-domain="acme.example"] [data-testid="copied"]`)+`.dataset.state !== undefined`)
+	})
 }

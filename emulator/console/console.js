@@ -448,9 +448,9 @@ async function select(id) {
 function appBlock(d) {
   if (d.direction !== 'sent') return null;
   if (!d.app) {
-    const why = d.gateway.from === 'gateway'
-      ? 'The gateway did not pass this call on to the app.'
-      : 'What the app received and answered is shown when the gateway runs in the emulator\'s process.';
+    const why = d.gateway.from === 'gateway' && d.gateway.outcome === 'refused'
+      ? 'The gateway refused the call: the app did not receive it.'
+      : 'What the app received and answered is shown when service_app runs in the emulator\'s Caddy.';
     return el('p', { class: 'muted', 'data-testid': 'app-none', text: why });
   }
   const a = d.app;
