@@ -365,6 +365,13 @@ func TestConsoleBrowserLayout(t *testing.T) {
 			page.screenshot(t, filepath.Join(dir, "console-"+strconv.FormatInt(size.width, 10)+".png"))
 		}
 	}
+	if dir := os.Getenv("SERVICEGATE_CONSOLE_SHOTS"); dir != "" {
+		// The app's side of the refused call, in view.
+		page.resize(t, 1440, 900)
+		page.waitFor(t, "the width of the picture", "window.innerWidth === 1440")
+		page.eval(t, sel(`[data-testid="service-request"]`)+".scrollIntoView()")
+		page.screenshot(t, filepath.Join(dir, "console-app-side.png"))
+	}
 }
 
 // TestConsoleBrowserDarkMode: with prefers-color-scheme: dark the page is
