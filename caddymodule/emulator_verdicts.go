@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -30,10 +31,38 @@ func emulatorCall(r *http.Request) (*http.Request, *emulator.GatewayCall) {
 
 // passedOn is next, recording for the emulator's call which headers the
 // gateway added or changed (names only) when it passes the request on to
-// the app; before is the request's header as it came in.
+// the app, and what the app received and answered (see
+// emulator.GatewayCall.ToApp), even when the gateway then refuses that
+// answer; before is the request's header as it came in.
 func passedOn(call *emulator.GatewayCall, before http.Header, next caddyhttp.Handler) caddyhttp.Handler {
-	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) (err error) {
 		call.Passed(before, r.Header)
+		w, r, end := call.ToApp(w, r)
+		defer func() {
+			// A reverse proxy aborts an answer cut off half-way with a
+			// panic, which goes on once recorded.
+			if v := recover(); v != nil {
+				end(fmt.Errorf("the answer was cut off: %v", v))
+				panic(v)
+			}
+			end(err)
+		}()
 		return next.ServeHTTP(w, r)
 	})
+}
+
+// forgetEmulatedSubscription makes the subscription caches of this process
+// forget an organization the emulator's console changed, under each of
+// its keys (domain and id), and reports whether there is any such cache:
+// with none, the gateway runs elsewhere and keeps its answers.
+func forgetEmulatedSubscription(keys ...string) bool {
+	cached := false
+	subscriptionCaches.Range(func(_, _ any) bool {
+		cached = true
+		return false
+	})
+	for _, key := range keys {
+		forgetLocalSubscriptions(key)
+	}
+	return cached
 }

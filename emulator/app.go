@@ -35,18 +35,44 @@ type Installation struct {
 }
 
 // sampleDelivery is a bulk delivery of one event of each name, as the
-// service sends them, indented for a person to edit.
+// service sends it: each event names itself and carries the objects of
+// its own (see sampleEvent), never another event's sample renamed.
 func sampleDelivery(names []string) []byte {
 	events := make([]map[string]any, 0, len(names))
 	for _, e := range names {
-		events = append(events, map[string]any{
-			"event":          e,
-			"project":        map[string]any{"id": "1", "identifier": "demo-project", "name": "Demo project"},
-			"targetLanguage": map[string]any{"id": "uk", "name": "Ukrainian"},
-		})
+		events = append(events, sampleEvent(e))
 	}
 	body, _ := json.MarshalIndent(map[string]any{"events": events}, "", "  ")
 	return body
+}
+
+// sampleEvent is one event of a sample delivery: the objects the
+// interface shows for the project events (project, targetLanguage), and
+// for the others the objects their names imply: the project every event
+// happens in, the object the name starts with (a file for file.*, a
+// string for string.*), and the target language of what is translated or
+// approved.
+func sampleEvent(name string) map[string]any {
+	event := map[string]any{
+		"event":   name,
+		"project": map[string]any{"id": "1", "identifier": "demo-project", "name": "Demo project"},
+	}
+	object, action, _ := strings.Cut(name, ".")
+	switch object {
+	case "project":
+	case "file":
+		event["file"] = map[string]any{"id": "7", "name": "strings.kv", "projectId": "1"}
+	case "string":
+		event["string"] = map[string]any{"id": "12", "identifier": "greeting", "text": "Hello", "fileId": "7", "projectId": "1"}
+	default:
+		if _, taken := event[object]; !taken && object != "" && object != "targetLanguage" {
+			event[object] = map[string]any{"id": "1", "projectId": "1"}
+		}
+	}
+	if object == "project" || strings.HasPrefix(action, "translat") || strings.HasPrefix(action, "approv") {
+		event["targetLanguage"] = map[string]any{"id": "uk", "name": "Ukrainian"}
+	}
+	return event
 }
 
 // Call is one request the emulated service made to the app and the app's

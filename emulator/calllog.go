@@ -57,6 +57,9 @@ type callRecord struct {
 
 	reqHeader, respHeader http.Header
 	reqBody, respBody     keptBody
+	// app is what the app received and answered, when a gateway of the
+	// same process handed the call on to it.
+	app *appSide
 
 	// replayOf is the call this one replays or resends, and tamper how
 	// it was tampered with.

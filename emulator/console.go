@@ -56,6 +56,13 @@ type ConsoleConfig struct {
 	// its verdict on each call (see Verdicts); otherwise the verdict is
 	// read from the answer.
 	Gateway *Verdicts
+	// ForgetSubscription, when set, makes a gateway in the same process
+	// forget the subscription answers it cached for an organization
+	// (named by each of keys: its domain and its id), so that a change the
+	// console makes takes effect at the next request. It reports whether
+	// the process has such a cache at all; without one the console says
+	// that a gateway elsewhere keeps its answer until expires or a purge.
+	ForgetSubscription func(keys ...string) (cached bool)
 	// Transport sends the calls; default http.DefaultTransport.
 	Transport http.RoundTripper
 }

@@ -235,6 +235,9 @@ type actionAnswer struct {
 	Organization orgItem    `json:"organization"`
 	Call         *callItem  `json:"call"`
 	Calls        []callItem `json:"calls"`
+	// GatewayCache, for a change of the subscription, says whether the
+	// gateway's cached answer was forgotten.
+	GatewayCache *gatewayCache `json:"gateway_cache,omitempty"`
 }
 
 // The timeouts of the calls the console makes.
@@ -253,6 +256,7 @@ func (c *console) organizationAction(domain, action string) apiHandler {
 		defer cancel()
 		var calls []Call
 		var err error
+		var cache *gatewayCache
 		switch action {
 		case "install":
 			calls, err = c.install(ctx, r, domain, false)
@@ -261,11 +265,17 @@ func (c *console) organizationAction(domain, action string) apiHandler {
 		case "uninstall":
 			calls, err = c.uninstall(ctx, r, domain)
 		case "paid":
-			calls, err = c.paid(ctx, domain)
+			calls, cache, err = c.paid(ctx, org)
 		case "unpaid":
-			err = c.s.SetSubscription(domain, time.Time{}, c.subscribeLink(r, org))
+			if err = c.s.SetSubscription(domain, time.Time{}, c.subscribeLink(r, org)); err == nil {
+				cache = c.forgetSubscription(org)
+			}
 		case "missing":
-			err = c.s.SetSubscription(domain, time.Time{}, "")
+			if err = c.s.SetSubscription(domain, time.Time{}, ""); err == nil {
+				cache = c.forgetSubscription(org)
+			}
+		case "request":
+			calls, err = c.asUser(ctx, w, r, org)
 		case "secret":
 			_, secret, ok := c.s.installation(domain)
 			if !ok {
@@ -274,13 +284,13 @@ func (c *console) organizationAction(domain, action string) apiHandler {
 			writeJSON(w, http.StatusOK, map[string]string{"secret": secret})
 			return nil
 		default:
-			return failf(http.StatusNotFound, "An organization's actions are install, uninstall, reinstall, paid, unpaid, missing and secret, not %s.", respond.Quote(action))
+			return failf(http.StatusNotFound, "An organization's actions are install, uninstall, reinstall, paid, unpaid, missing, request and secret, not %s.", respond.Quote(action))
 		}
 		if err != nil {
 			return err
 		}
 		org, _ = c.s.organization(domain)
-		answer := actionAnswer{Organization: c.orgItem(org), Calls: []callItem{}}
+		answer := actionAnswer{Organization: c.orgItem(org), Calls: []callItem{}, GatewayCache: cache}
 		for _, call := range calls {
 			if e := c.log.get(call.ID); e != nil {
 				answer.Calls = append(answer.Calls, itemOf(e))
@@ -340,24 +350,26 @@ func (c *console) uninstall(ctx context.Context, r *http.Request, domain string)
 	return []Call{call}, nil
 }
 
-// paid marks the subscription paid for a year and sends subscription_paid
-// when the app declares it.
-func (c *console) paid(ctx context.Context, domain string) ([]Call, error) {
+// paid marks the subscription paid for a year, has the gateway of the
+// emulator's process forget its cached answer, and sends
+// subscription_paid when the app declares it.
+func (c *console) paid(ctx context.Context, org Organization) ([]Call, *gatewayCache, error) {
 	d, err := c.descriptor(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := c.s.SetSubscription(domain, c.paidUntil(), ""); err != nil {
-		return nil, err
+	if err := c.s.SetSubscription(org.Domain, c.paidUntil(), ""); err != nil {
+		return nil, nil, err
 	}
+	cache := c.forgetSubscription(org)
 	if d.Events.SubscriptionPaid == "" {
-		return nil, nil
+		return nil, cache, nil
 	}
-	call, err := c.s.SubscriptionPaid(ctx, nil, c.cfg.App+d.Events.SubscriptionPaid, domain)
+	call, err := c.s.SubscriptionPaid(ctx, nil, c.cfg.App+d.Events.SubscriptionPaid, org.Domain)
 	if err != nil {
-		return nil, err
+		return nil, cache, err
 	}
-	return []Call{call}, nil
+	return []Call{call}, cache, nil
 }
 
 // descriptor reads the app's descriptor through the gateway, as the

@@ -56,6 +56,9 @@ type callDetail struct {
 	// Replayable says the call can be replayed or resent: the emulator
 	// sent it and kept its body whole.
 	Replayable bool `json:"replayable"`
+	// App is what the app received and answered, when a gateway in the
+	// emulator's process handed the call on to it.
+	App *appDetail `json:"app,omitempty"`
 }
 
 // messageDetail is a request or an answer as the console shows it.
@@ -79,28 +82,28 @@ func detailOf(h map[string][]string, b keptBody) messageDetail {
 }
 
 func (c *console) listCalls(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	var after int64
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return failf(http.StatusBadRequest, "after must be a call's id, a positive integer.")
+	f, err := parseCallFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	all, _ := c.log.since(f.after)
+	calls := all[:0:0]
+	for _, e := range all {
+		if f.match(e) {
+			calls = append(calls, e)
 		}
-		after = n
 	}
-	status := q.Get("status")
-	if status != "" && !slices.Contains([]string{"1xx", "2xx", "3xx", "4xx", "5xx", "none"}, status) {
-		return failf(http.StatusBadRequest, "status must be a class such as 2xx or 4xx, or none for calls that got no answer.")
+	switch f.format {
+	case "har":
+		writeHAR(w, calls)
+		return nil
+	case "ndjson":
+		writeNDJSON(w, calls)
+		return nil
 	}
-	calls, _ := c.log.since(after)
 	items := make([]callItem, 0, len(calls))
 	for i := len(calls) - 1; i >= 0; i-- {
-		e := calls[i]
-		if (q.Has("organization") && e.org != q.Get("organization")) || (q.Has("kind") && e.kind != q.Get("kind")) ||
-			(status != "" && statusClass(e.status) != status) {
-			continue
-		}
-		items = append(items, itemOf(e))
+		items = append(items, itemOf(calls[i]))
 	}
 	writeJSON(w, http.StatusOK, items)
 	return nil
@@ -133,12 +136,7 @@ func (c *console) callDetail(id string) apiHandler {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, callDetail{
-			callItem:   itemOf(e),
-			Request:    detailOf(e.reqHeader, e.reqBody),
-			Answer:     detailOf(e.respHeader, e.respBody),
-			Replayable: e.sent && e.reqBody.whole(),
-		})
+		writeJSON(w, http.StatusOK, detailOfCall(e))
 		return nil
 	}
 }

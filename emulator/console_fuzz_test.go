@@ -3,6 +3,7 @@ package emulator
 import (
 	"bytes"
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,13 +26,16 @@ func FuzzConsoleRequests(f *testing.F) {
 		`{"Organization":"x"}`, `{"organization":"a","organization":"b"}`, `{"token":{"Status":1}}`,
 		`{"a":1} {}`, `{`, `[]`, `null`, `"x"`, ``, `{"strings":[{"a":1,"A":2}]}`,
 	} {
-		for kind := range 6 {
+		for kind := range 7 {
 			f.Add(uint8(kind), []byte(seed))
 		}
 	}
+	f.Add(uint8(6), []byte(`{"path":"/api/x?y=1","method":"post","user":7}`))
 	f.Fuzz(func(t *testing.T, kind uint8, data []byte) {
 		var v any
-		switch kind % 6 {
+		switch kind % 7 {
+		case 5:
+			v = &userRequest{}
 		case 0:
 			v = &addOrganizationRequest{}
 		case 1:
@@ -100,6 +104,42 @@ func FuzzMaskedBody(f *testing.F) {
 					t.Fatalf("the value of %s shows whole in %q", key, out)
 				}
 			}
+		}
+	})
+}
+
+// FuzzCallsQuery: the query of GET calls (filters, search, format) never
+// panics, is refused with a 400 and a message when it is not understood,
+// and otherwise answers the format asked for with the calls it selects.
+func FuzzCallsQuery(f *testing.F) {
+	for _, seed := range []string{
+		"", "q=needle", "q=X-Module-Key%3A+events", "format=har", "format=ndjson&kind=delivery", "format=json&status=2xx",
+		"q=%FF%FE", "after=-1", "after=1&q=a", "status=6xx", "format=xml", "q=" + strings.Repeat("a", 300),
+		"organization=&kind=", "q=%00", "q=++", "format=har&q=%E2%80%A2",
+	} {
+		f.Add(seed)
+	}
+	s, _ := consoleWithCalls(f)
+	f.Fuzz(func(t *testing.T, query string) {
+		target := "/emulator/api/calls?" + strings.NewReplacer(" ", "+", "#", "%23").Replace(query)
+		if _, err := url.ParseRequestURI(target); err != nil {
+			t.Skip("no client sends this request line")
+		}
+		rec := api(t, s, "GET", target, "", nil)
+		switch rec.Code {
+		case 200:
+			if ct := rec.Header().Get("Content-Type"); strings.HasPrefix(ct, "application/json") && !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("%q: the answer is not JSON", query)
+			}
+		case 400:
+			var m struct {
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(rec.Body.Bytes(), &m) != nil || m.Message == "" {
+				t.Fatalf("%q: a refusal with no message: %s", query, rec.Body)
+			}
+		default:
+			t.Fatalf("%q: %d %s", query, rec.Code, rec.Body)
 		}
 	})
 }

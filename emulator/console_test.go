@@ -45,7 +45,7 @@ type fakeGateway struct {
 	headers []http.Header
 }
 
-func newFakeGateway(t *testing.T) *fakeGateway {
+func newFakeGateway(t testing.TB) *fakeGateway {
 	g := &fakeGateway{verdicts: &Verdicts{}, secrets: map[string]string{}}
 	formats := formatapp.Handler()
 	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +126,7 @@ func newFakeGateway(t *testing.T) *fakeGateway {
 }
 
 // newConsoleServer is an emulator whose console calls the fake gateway.
-func newConsoleServer(t *testing.T, g *fakeGateway, keep int) *Server {
+func newConsoleServer(t testing.TB, g *fakeGateway, keep int) *Server {
 	t.Helper()
 	c := &clock{now: testStart}
 	cfg := testConfig(c)
@@ -141,7 +141,7 @@ func newConsoleServer(t *testing.T, g *fakeGateway, keep int) *Server {
 // api sends one request to the console's API as the page would (from
 // localhost, same origin) and decodes the JSON answer into out when it
 // is given.
-func api(t *testing.T, s *Server, method, path, body string, out any, header ...string) *httptest.ResponseRecorder {
+func api(t testing.TB, s *Server, method, path, body string, out any, header ...string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(method, "http://localhost"+path, strings.NewReader(body))
 	for i := 0; i+1 < len(header); i += 2 {
@@ -149,7 +149,7 @@ func api(t *testing.T, s *Server, method, path, body string, out any, header ...
 	}
 	rec := do(s, r)
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") && !strings.HasPrefix(ct, "text/") &&
-		!strings.HasPrefix(ct, "application/octet-stream") {
+		!strings.HasPrefix(ct, "application/octet-stream") && ct != "application/x-ndjson" {
 		t.Errorf("%s %s: Content-Type %q", method, path, ct)
 	}
 	if out != nil {
@@ -161,14 +161,14 @@ func api(t *testing.T, s *Server, method, path, body string, out any, header ...
 }
 
 // mustAPI is api that fails the test unless the status is want.
-func mustAPI(t *testing.T, s *Server, want int, method, path, body string, out any) {
+func mustAPI(t testing.TB, s *Server, want int, method, path, body string, out any) {
 	t.Helper()
 	if rec := api(t, s, method, path, body, out); rec.Code != want {
 		t.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body, want)
 	}
 }
 
-func orgOf(t *testing.T, s *Server, domain string) orgItem {
+func orgOf(t testing.TB, s *Server, domain string) orgItem {
 	t.Helper()
 	var orgs []orgItem
 	mustAPI(t, s, 200, "GET", "/emulator/api/organizations", "", &orgs)

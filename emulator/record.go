@@ -106,8 +106,8 @@ func (t *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		e.verdict = Verdict{Outcome: OutcomeUnknown}
 		if gc != nil {
-			if v, ok := t.c.gateway.done(id, gc); ok {
-				e.verdict = v
+			if v, app, ok := t.c.gateway.done(id, gc); ok {
+				e.verdict, e.app = v, app
 			}
 		}
 		if e.verdict.From == "" {

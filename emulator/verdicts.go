@@ -58,6 +58,8 @@ type GatewayCall struct {
 	refused bool
 	reason  string
 	added   []string
+	// app records what the app received and answered (see ToApp).
+	app *appRecorder
 }
 
 // expect registers a call and returns its id.
@@ -73,19 +75,25 @@ func (v *Verdicts) expect() (string, *GatewayCall) {
 	return id, c
 }
 
-// done ends a call's registration and returns what the gateway decided:
-// ok is false when the gateway did not see the call.
-func (v *Verdicts) done(id string, c *GatewayCall) (Verdict, bool) {
+// done ends a call's registration and returns what the gateway decided,
+// and what the app received and answered when the gateway handed the
+// call on (else nil): ok is false when the gateway did not see the call.
+func (v *Verdicts) done(id string, c *GatewayCall) (Verdict, *appSide, bool) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	delete(v.pending, id)
-	if !c.seen {
-		return Verdict{}, false
+	seen, refused, reason, added, app := c.seen, c.refused, c.reason, c.added, c.app
+	v.mu.Unlock()
+	if !seen {
+		return Verdict{}, nil, false
 	}
-	if c.refused {
-		return Verdict{Outcome: OutcomeRefused, Reason: c.reason, From: "gateway"}, true
+	var side *appSide
+	if app != nil {
+		side = app.snapshot()
 	}
-	return Verdict{Outcome: OutcomeAccepted, Added: c.added, From: "gateway"}, true
+	if refused {
+		return Verdict{Outcome: OutcomeRefused, Reason: reason, From: "gateway"}, side, true
+	}
+	return Verdict{Outcome: OutcomeAccepted, Added: added, From: "gateway"}, side, true
 }
 
 // Take removes CallHeader from r and, when it names a call the emulator

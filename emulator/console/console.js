@@ -32,6 +32,10 @@ const state = {
   strings: [],
   fileOrgChosen: false,
   revealed: new Map(), // domain -> the secret revealed
+  userPaths: new Map(), // domain -> the path to open as a user
+  cacheNotes: new Map(), // domain -> what became of the gateway's cached subscription
+  found: null, // the ids of the calls the search found, null with no search
+  searchTurn: 0,
 };
 
 // request calls the API and returns the decoded answer; a refusal shows
@@ -72,6 +76,19 @@ function clearError() {
   e.textContent = '';
 }
 
+// copyText puts text on the clipboard and says so in status; where the
+// browser refuses the clipboard, it says where the text is shown.
+async function copyText(text, status) {
+  try {
+    await navigator.clipboard.writeText(text);
+    status.textContent = 'Copied to the clipboard.';
+    status.dataset.state = 'copied';
+  } catch {
+    status.textContent = 'Shown above: the browser did not allow the clipboard, select it to copy.';
+    status.dataset.state = 'shown';
+  }
+}
+
 // quietly runs an action whose refusal request already shows.
 function quietly(p) {
   p.catch(() => {});
@@ -101,6 +118,10 @@ function renderOrgs() {
       el('button', { type: 'button', 'data-action': 'paid', text: 'Mark paid' }),
       el('button', { type: 'button', 'data-action': 'unpaid', text: 'Make unpaid', disabled: o.subscription.state === 'unpaid' }),
       el('button', { type: 'button', 'data-action': 'missing', text: 'Remove subscription', disabled: o.subscription.state === 'missing' }));
+    const asUser = el('p', { class: 'buttons as-user' },
+      el('input', { type: 'text', 'data-testid': 'user-path', 'aria-label': `a path at the app, requested as a user of ${o.domain}`,
+        value: state.userPaths.get(o.domain) || '/', spellcheck: 'false' }),
+      el('button', { type: 'button', 'data-action': 'open-as-user', text: 'Open as a user' }));
     return el('article', { class: 'org', 'data-testid': 'org', 'data-domain': o.domain,
       'data-installation': o.installation.state, 'data-subscription': o.subscription.state },
       el('h3', { text: o.domain }, el('span', { class: 'muted', text: ` id ${o.id}` })),
@@ -110,10 +131,26 @@ function renderOrgs() {
           text: installed ? `installed since ${new Date(o.installation.since).toLocaleString()}` : 'not installed' }),
         el('dt', { text: 'app secret' }), el('dd', {}, secret, ' ',
           el('button', { type: 'button', class: 'small', 'data-action': 'reveal', text: 'Reveal', disabled: !installed }))),
-      buttons);
+      buttons, asUser, cacheNote(o.domain));
   });
   box.replaceChildren(...cards);
   fillOrgSelects();
+}
+
+// cacheNote says what became of the gateway's cached subscription answer
+// after the last change of the organization's subscription.
+function cacheNote(domain) {
+  const c = state.cacheNotes.get(domain);
+  if (!c) return null;
+  if (c.state === 'forgotten') {
+    return el('p', { class: 'muted note', 'data-testid': 'cache-note', 'data-state': c.state,
+      text: 'The gateway of this process forgot its cached answer: the next request is answered by the new state.' });
+  }
+  return el('div', { class: 'note', 'data-testid': 'cache-note', 'data-state': c.state },
+    el('p', { class: 'muted', text: 'The gateway runs in another process: its cache keeps the old answer until its expires, or until you purge it with its admin API:' }),
+    el('pre', { class: 'command', 'data-testid': 'purge-command', text: c.purge }),
+    el('p', { class: 'buttons' }, el('button', { type: 'button', class: 'small', 'data-action': 'copy-purge', text: 'Copy the purge' }),
+      el('span', { class: 'muted', 'data-testid': 'copied', role: 'status' })));
 }
 
 function fillSelect(sel, values, keep, first) {
@@ -147,7 +184,14 @@ async function loadOrgs() {
 }
 
 async function orgAction(domain, action) {
-  const answer = await request('POST', `organizations/${encodeURIComponent(domain)}/${action}`);
+  let answer;
+  if (action === 'open-as-user') {
+    const path = state.userPaths.get(domain) || '/';
+    answer = await request('POST', `organizations/${encodeURIComponent(domain)}/request`, { path });
+  } else {
+    answer = await request('POST', `organizations/${encodeURIComponent(domain)}/${action}`);
+  }
+  if (answer.gateway_cache) state.cacheNotes.set(domain, answer.gateway_cache);
   for (const c of answer.calls || []) addCall(c);
   await loadOrgs();
   if (answer.call) await select(answer.call.id);
@@ -163,7 +207,7 @@ async function reveal(card) {
 // --- calls
 
 const kinds = ['installed', 'uninstall', 'subscription_paid', 'delivery', 'parse-file', 'build-file', 'file-pre-export',
-  'token', 'authorize', 'subscription'];
+  'user', 'token', 'authorize', 'subscription'];
 
 function statusClass(status) {
   if (status < 100 || status > 599) return 'none';
@@ -191,21 +235,64 @@ function callRow(c) {
   const time = new Date(c.time);
   return el('tr', { 'data-testid': 'call', 'data-id': c.id, 'data-kind': c.kind, 'data-status': c.status,
     'data-org': c.organization, 'data-outcome': c.gateway.outcome, 'data-direction': c.direction, tabindex: 0 },
-  el('td', { class: 'time', title: c.time, text: time.toLocaleTimeString() }),
+  el('td', { class: 'time', title: c.time, text: time.toLocaleTimeString([], { hour12: false }) }),
   el('td', { class: 'kind', text: c.kind + (c.replay_of ? ` ↻${c.replay_of}` : '') + (c.tamper ? ` (${c.tamper})` : '') }),
-  el('td', { text: c.organization }),
+  el('td', { title: c.organization, text: c.organization }),
   el('td', { text: c.method }),
   el('td', { class: 'url', title: c.url, text: shortURL(c.url) }),
   el('td', { class: `status s${statusClass(c.status)}`, text: c.status || 'none' }),
   el('td', { class: 'num', text: c.duration_ms.toFixed(1) }),
-  el('td', { class: `verdict v-${c.gateway.outcome}`, title: verdictText(c.gateway), text: verdictText(c.gateway) }));
+  el('td', { class: `verdict v-${c.gateway.outcome}`, 'data-testid': 'call-verdict', title: verdictText(c.gateway), text: verdictText(c.gateway) }));
 }
 
 function matchesFilters(c) {
   const org = $('[data-testid="filter-org"]').value;
   const kind = $('[data-testid="filter-kind"]').value;
   const status = $('[data-testid="filter-status"]').value;
-  return (!org || c.organization === org) && (!kind || c.kind === kind) && (!status || statusClass(c.status) === status);
+  return (!org || c.organization === org) && (!kind || c.kind === kind) && (!status || statusClass(c.status) === status) &&
+    (!state.found || state.found.has(c.id));
+}
+
+// filterQuery is the query of GET calls that selects what the filters
+// and the search show.
+function filterQuery() {
+  const q = new URLSearchParams();
+  const org = $('[data-testid="filter-org"]').value;
+  const kind = $('[data-testid="filter-kind"]').value;
+  const status = $('[data-testid="filter-status"]').value;
+  const text = $('[data-testid="call-search"]').value.trim();
+  if (org) q.set('organization', org);
+  if (kind) q.set('kind', kind);
+  if (status) q.set('status', status);
+  if (text) q.set('q', text);
+  return q;
+}
+
+// search asks the API which calls hold the search's text (the page
+// holds only what it lists, masked), and shows only those.
+async function search() {
+  const box = $('[data-testid="call-search"]');
+  const text = box.value.trim();
+  const turn = ++state.searchTurn;
+  box.dataset.state = 'searching';
+  let found = null;
+  if (text) {
+    const list = await request('GET', `calls?q=${encodeURIComponent(text)}`);
+    found = new Set(list.map((c) => c.id));
+  }
+  if (turn !== state.searchTurn) return;
+  state.found = found;
+  applyFilters();
+  box.dataset.state = 'done';
+  box.dataset.found = found ? String(found.size) : '';
+}
+
+function updateExports() {
+  const q = filterQuery();
+  for (const format of ['har', 'ndjson']) {
+    q.set('format', format);
+    $(`[data-testid="export-${format}"]`).href = `${api}calls?${q}`;
+  }
 }
 
 const maxRows = 2000;
@@ -232,6 +319,8 @@ function addCall(c) {
     last.remove();
   }
   $('[data-testid="calls-count"]').textContent = `(${body.children.length})`;
+  // A new call may hold the text searched for.
+  if (state.found) quietly(search());
   if (['installed', 'uninstall', 'subscription_paid'].includes(c.kind)) quietly(loadOrgs());
 }
 
@@ -239,6 +328,7 @@ function applyFilters() {
   for (const row of $$('[data-testid="call"]')) {
     row.hidden = !matchesFilters(state.calls.get(Number(row.dataset.id)));
   }
+  updateExports();
 }
 
 async function loadCallsAfter(id) {
@@ -251,10 +341,49 @@ function headersBlock(h) {
   return el('dl', { class: 'headers' }, ...names.flatMap((n) => h[n].flatMap((v) => [el('dt', { text: n }), el('dd', { text: v })])));
 }
 
-function bodyBlock(m) {
+function bodyBlock(m, testid) {
   const note = m.cut ? `first 64 KiB of ${m.size} bytes` : `${m.size} bytes`;
   return [el('p', { class: 'muted', text: m.size ? note : 'no body' }),
-    m.size ? el('pre', { class: m.json ? 'json' : '', text: m.body }) : null];
+    m.size ? el('pre', { class: m.json ? 'json' : '', 'data-testid': testid, text: m.body }) : null];
+}
+
+// markDiff marks, in the body a pre shows, the characters that differ
+// from the original's body: what lies between their common start and
+// their common end.
+function markDiff(pre, original) {
+  const text = pre.textContent;
+  if (text === original) return 0;
+  let start = 0;
+  while (start < text.length && start < original.length && text[start] === original[start]) start++;
+  let end = 0;
+  while (end < text.length - start && end < original.length - start &&
+    text[text.length - 1 - end] === original[original.length - 1 - end]) end++;
+  const changed = text.slice(start, text.length - end);
+  pre.replaceChildren(text.slice(0, start),
+    el('mark', { 'data-testid': 'diff-mark', title: `was ${JSON.stringify(original.slice(start, original.length - end))}`,
+      text: changed || '\u2038' }),
+    text.slice(text.length - end));
+  return Math.max(changed.length, 1);
+}
+
+// showDiff marks, in a resent call's request body, what differs from
+// the call it resends.
+async function showDiff(section, d) {
+  const pre = $('[data-testid="request-body"]', section);
+  if (!pre) return;
+  let original;
+  try {
+    original = await (await fetch(`${api}calls/${d.replay_of}`)).json();
+  } catch {
+    return;
+  }
+  if (!original.request || state.selected !== d.id) return;
+  const n = markDiff(pre, original.request.body);
+  section.dataset.diff = String(n);
+  if (n) {
+    pre.before(el('p', { class: 'muted', 'data-testid': 'diff-note',
+      text: `The marked part differs from call #${d.replay_of}${d.tamper === 'body' ? ', changed after signing' : ''}.` }));
+  }
 }
 
 async function select(id) {
@@ -294,7 +423,8 @@ async function select(id) {
     if (d.kind !== 'delivery') tamper.disabled = true;
     section.append(el('p', { class: 'buttons' },
       el('button', { type: 'button', 'data-action': 'replay', text: 'Replay' }),
-      el('button', { type: 'button', 'data-action': 'curl', text: 'Copy as curl' })),
+      el('button', { type: 'button', 'data-action': 'curl', text: 'Copy as curl' }),
+      el('span', { class: 'muted', 'data-testid': 'curl-copied', role: 'status' })),
     el('details', { class: 'resend' },
       el('summary', { text: 'Edit and resend' }),
       el('textarea', { rows: 10, spellcheck: 'false', 'data-testid': 'resend-body', 'aria-label': 'the body to send', text: d.request.body }),
@@ -303,9 +433,38 @@ async function select(id) {
   }
   section.append(
     el('div', { class: 'messages' },
-      el('div', {}, el('h3', { text: 'Request' }), headersBlock(d.request.headers), ...bodyBlock(d.request)),
-      el('div', {}, el('h3', { text: 'Answer' }), headersBlock(d.answer.headers), ...bodyBlock(d.answer))));
+      el('div', { 'data-testid': 'service-request' }, el('h3', { text: d.direction === 'sent' ? 'Request (the service sent)' : 'Request' }),
+        headersBlock(d.request.headers), ...bodyBlock(d.request, 'request-body')),
+      el('div', { 'data-testid': 'service-answer' }, el('h3', { text: d.direction === 'sent' ? 'Answer (the service got)' : 'Answer' }),
+        headersBlock(d.answer.headers), ...bodyBlock(d.answer))),
+    appBlock(d));
   $('.detail').replaceWith(section);
+  if (d.replay_of && d.request.size) await showDiff(section, d);
+}
+
+// appBlock is the app's side of a call: what it received from the gateway
+// and what it answered, which the gateway may have refused. Only a
+// gateway in the emulator's process tells it.
+function appBlock(d) {
+  if (d.direction !== 'sent') return null;
+  if (!d.app) {
+    const why = d.gateway.from === 'gateway' && d.gateway.outcome === 'refused'
+      ? 'The gateway refused the call: the app did not receive it.'
+      : 'What the app received and answered is shown when service_app runs in the emulator\'s Caddy.';
+    return el('p', { class: 'muted', 'data-testid': 'app-none', text: why });
+  }
+  const a = d.app;
+  const answer = a.answer;
+  const answered = answer.status
+    ? [el('p', { class: 'line' }, el('span', { class: `status s${statusClass(answer.status)}`, text: String(answer.status) }),
+      answer.status !== d.status ? el('span', { class: 'muted', text: ` (the service got ${d.status || 'no answer'})` }) : null),
+    headersBlock(answer.headers), ...bodyBlock(answer)]
+    : [el('p', { class: 'warn', text: answer.error || 'No answer came from the app.' })];
+  return el('div', { class: 'messages app-side' },
+    el('div', { 'data-testid': 'app-received' }, el('h3', { text: 'The app received' }),
+      el('p', { class: 'line' }, el('code', { class: 'url', text: `${a.request.method} ${a.request.url}` })),
+      headersBlock(a.request.headers), ...bodyBlock(a.request)),
+    el('div', { 'data-testid': 'app-answer', 'data-status': answer.status }, el('h3', { text: 'The app answered' }), ...answered));
 }
 
 async function callAction(action) {
@@ -316,7 +475,7 @@ async function callAction(action) {
     const pre = $('[data-testid="curl"]', section);
     pre.textContent = answer.curl;
     pre.hidden = false;
-    if (navigator.clipboard) navigator.clipboard.writeText(answer.curl).catch(() => {});
+    await copyText(answer.curl, $('[data-testid="curl-copied"]', section));
     return;
   }
   let item;
@@ -525,7 +684,14 @@ function wire() {
   on('[data-testid="org"] [data-action]', 'click', (ev, b) => {
     const card = b.closest('[data-testid="org"]');
     if (b.dataset.action === 'reveal') quietly(reveal(card));
+    else if (b.dataset.action === 'copy-purge') quietly(copyText($('[data-testid="purge-command"]', card).textContent, $('[data-testid="copied"]', card)));
     else quietly(orgAction(card.dataset.domain, b.dataset.action));
+  });
+  on('[data-testid="user-path"]', 'input', (ev, input) => {
+    state.userPaths.set(input.closest('[data-testid="org"]').dataset.domain, input.value);
+  });
+  on('[data-testid="user-path"]', 'keydown', (ev, input) => {
+    if (ev.key === 'Enter') quietly(orgAction(input.closest('[data-testid="org"]').dataset.domain, 'open-as-user'));
   });
   on('[data-testid="add-org"]', 'submit', (ev, form) => {
     ev.preventDefault();
@@ -534,10 +700,24 @@ function wire() {
   });
   on('[data-testid="call"]', 'click', (ev, row) => quietly(select(Number(row.dataset.id))));
   on('[data-testid="call"]', 'keydown', (ev, row) => {
-    if (ev.key === 'Enter') quietly(select(Number(row.dataset.id)));
+    if (ev.key === 'Enter') {
+      quietly(select(Number(row.dataset.id)));
+      return;
+    }
+    const step = { ArrowDown: 1, ArrowUp: -1 }[ev.key];
+    if (!step) return;
+    ev.preventDefault();
+    let next = row;
+    do {
+      next = step > 0 ? next.nextElementSibling : next.previousElementSibling;
+    } while (next && next.hidden);
+    if (!next) return;
+    next.focus();
+    quietly(select(Number(next.dataset.id)));
   });
   on('[data-testid="call-detail"] [data-action]', 'click', (ev, b) => quietly(callAction(b.dataset.action)));
   on('.filters select', 'change', applyFilters);
+  on('[data-testid="call-search"]', 'input', () => quietly(search()));
   on('[data-testid="delivery-module"]', 'change', fillEvents);
   on('[data-testid="delivery-event"]', 'change', () => quietly(loadSample()));
   on('[data-testid="delivery-org"]', 'change', () => { state.deliveryOrgChosen = true; });
