@@ -19,46 +19,54 @@ import (
 )
 
 // Drop keeps from r's trailers each one whose name drop reports, or every
-// one when drop is nil. A request that declared no trailers (r.Trailer is
-// nil, the common case) is left as it is, without allocating: net/http
-// keeps the trailers of such a request in its own copy of the request,
-// which no handler sees.
+// one when drop is nil. A request that can bring no trailer (no body, or a
+// body of known length that declared none: the common case) is left as it
+// is, without allocating.
 func Drop(r *http.Request, drop func(name string) bool) {
-	if r.Trailer == nil {
-		return
-	}
 	if r.Body == nil || r.Body == http.NoBody {
 		r.Trailer = nil // no body, no trailers to come
 		return
 	}
-	kept := make(http.Header)
-	r.Body = &filter{ReadCloser: r.Body, from: r.Trailer, to: kept, drop: drop}
-	r.Trailer = kept
+	if r.Trailer == nil && r.ContentLength >= 0 {
+		return // HTTP/1 sends trailers only after chunks; HTTP/2 only declared ones
+	}
+	f := &filter{ReadCloser: r.Body, r: r, from: r.Trailer, drop: drop}
+	if f.from != nil {
+		r.Trailer = make(http.Header) // filled once the body ends
+	}
+	r.Body = f
 }
 
-// filter fills to from from, once the body has ended, with the trailers
-// that drop does not name (none when drop is nil); it also removes those
-// it names from to, which net/http fills itself when the request is its
-// own value rather than a handler's copy of it.
+// filter, once the body has ended, fills r's Trailer with the trailers
+// from holds (those the client declared, which net/http fills in a map of
+// its own request value) that drop does not name, none when drop is nil;
+// then it removes from r's Trailer every one drop names, which net/http
+// wrote there itself when r is its own request value rather than a
+// handler's copy of it (and the client declared no trailers).
 type filter struct {
 	io.ReadCloser
-	from, to http.Header
-	drop     func(string) bool
-	done     bool
+	r    *http.Request
+	from http.Header
+	drop func(string) bool
+	done bool
 }
 
 func (f *filter) Read(p []byte) (int, error) {
 	n, err := f.ReadCloser.Read(p)
 	if err == io.EOF && !f.done {
 		f.done = true
-		for name, values := range f.from {
-			if f.drop != nil && !f.drop(name) {
-				f.to[name] = values
+		if f.drop != nil && f.from != nil {
+			for name, values := range f.from {
+				// A declared trailer that did not come, or that net/http
+				// wrote to r's own map, has no values here.
+				if values != nil && !f.drop(name) {
+					f.r.Trailer[name] = values
+				}
 			}
 		}
-		for name := range f.to {
+		for name := range f.r.Trailer {
 			if f.drop == nil || f.drop(name) {
-				delete(f.to, name)
+				delete(f.r.Trailer, name)
 			}
 		}
 	}
