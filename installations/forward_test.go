@@ -41,11 +41,14 @@ func checkAppRequest(t *testing.T, r, out *http.Request, path, body string) {
 	}
 }
 
+// callerKey marks the caller's context.
+type callerKey struct{}
+
 // TestAppRequestIsTheGateways: the request the app is told with holds
 // nothing of the caller's but a well-formed trace context.
 func TestAppRequestIsTheGateways(t *testing.T) {
 	r := httptest.NewRequest("POST", "/Installed/?appSecret=forged&userId=666", strings.NewReader(`{"forged":true}`))
-	r = r.WithContext(context.WithValue(r.Context(), struct{}{}, "the caller's context"))
+	r = r.WithContext(context.WithValue(r.Context(), callerKey{}, "the caller's context"))
 	for k, v := range map[string]string{
 		"Authorization": "Bearer forged", "Cookie": "session=forged", "Forwarded": "for=10.0.0.1",
 		"X-Http-Method-Override": "DELETE", "Connection": "Upgrade, X-Service-App-Token", "Upgrade": "websocket",
