@@ -129,10 +129,15 @@ type HandlerConfig struct {
 	// Paths are the paths of the lifecycle calls, by kind, as the
 	// descriptor's events name them; an empty path is not answered.
 	Paths [NumKinds]string
-	// Forward tells the app of each call (the next handler), with a body
-	// the gateway writes (see told), and commits the change only once
-	// the app acknowledged it; without it the handler commits and
-	// answers 200 itself.
+	// Forward tells the app of each call (the next handler) with a
+	// request the gateway builds: a POST of a body the gateway writes
+	// (see told) to the call's path, with no query and only
+	// Content-Type, Content-Length, TokenHeader and the trace context
+	// (see appRequest). It commits the change only once the app
+	// acknowledged the call with a final 2xx: with no final status (an
+	// informational one at most) the call is refused 502, and when next
+	// returns an error without one Serve returns a *NoAnswer. Without
+	// Forward the handler commits and answers 200 itself.
 	Forward bool
 	// TokenHeader, when set, carries the organization's app token to
 	// the app on a forwarded installed and subscription_paid.
@@ -435,9 +440,10 @@ func (h *Handler) confirm(ctx context.Context, e *entry) (*Installation, Confirm
 	return in, c, err
 }
 
-// tell tells the app of the call, with the body the gateway writes from
-// in, and runs commit once the app acknowledged it; without Forward it
-// commits and answers 200.
+// tell tells the app of the call, with a request the gateway builds
+// around the body it writes from in, and runs commit once the app
+// acknowledged it with a final 2xx; without Forward it commits and
+// answers 200.
 func (h *Handler) tell(w http.ResponseWriter, r *http.Request, next Next, kind Kind, in *Installation, expires time.Time, commit func() error) error {
 	done := toldOutcomes[kind]
 	if !h.cfg.Forward {
