@@ -78,6 +78,11 @@ type Config struct {
 	// route, webhook.HeaderDomain and webhook.HeaderOrgID as the service
 	// spells them are left to the delivery check, which keeps them only
 	// when the signature vouches for them.
+	//
+	// No request trailer carries them either: on the routes where the app
+	// is told to trust headers (the guard's, a webhook delivery's) every
+	// request trailer is removed, on the others every one named as an
+	// identity header (in any spelling).
 	Identity []string
 }
 
@@ -260,16 +265,20 @@ func (rt *Router) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 }
 
 // route runs the route of the request's path, after removing the identity
-// headers the client sent; end continues to the next handler.
+// headers the client sent, and the trailers that could stand for them;
+// end continues to the next handler.
 func (rt *Router) route(w http.ResponseWriter, r *http.Request, end *chain) error {
 	h, delivery := rt.handlerOf(r)
 	rt.identity.remove(r.Header, delivery)
 	switch {
 	case h != nil:
+		rt.identity.dropTrailers(r, delivery)
 		return h(w, r, end)
 	case rt.public != nil && rt.public(r):
+		rt.identity.dropTrailers(r, false)
 		return end.ServeHTTP(w, r)
 	}
+	rt.identity.dropTrailers(r, true)
 	return rt.serveGuarded(w, r, end)
 }
 

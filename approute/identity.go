@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/servicegate/servicegate/internal/trailers"
 	"github.com/servicegate/servicegate/token"
 	"github.com/servicegate/servicegate/webhook"
 )
@@ -103,4 +104,18 @@ func (id identity) withoutNamed(lines []string) []string {
 		}
 	}
 	return kept
+}
+
+// dropTrailers keeps the request's trailers from the app: every one when
+// all (a route where the app is told to trust headers), else those named
+// as an identity header, in any spelling. See trailers.Drop.
+func (id identity) dropTrailers(r *http.Request, all bool) {
+	if r.Trailer == nil {
+		return
+	}
+	if all {
+		trailers.Drop(r, nil)
+		return
+	}
+	trailers.Drop(r, id.has)
 }

@@ -1,6 +1,8 @@
 package approute
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -122,5 +124,42 @@ func TestIdentityRemovalAllocatesNothing(t *testing.T) {
 	}
 	if len(h) != 4 || h.Get("Connection") != "keep-alive" {
 		t.Errorf("the request changed: %v", h)
+	}
+}
+
+// trailerApp is the app behind the router: it reads the body, then keeps
+// the trailers it got.
+type trailerApp struct{ got http.Header }
+
+func (a *trailerApp) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	_, _ = io.ReadAll(r.Body)
+	a.got = r.Trailer.Clone()
+	return nil
+}
+
+// TestRouterDropsIdentityTrailers: no request trailer named as an
+// identity header (in any spelling) reaches the app on any route; on the
+// routes where the app is told to trust headers (webhook deliveries, the
+// guard) no trailer does.
+func TestRouterDropsIdentityTrailers(t *testing.T) {
+	rt := New(Config{Identity: []string{"X-Service-User-Id", "X-Service-Domain"}})
+	pass := func(w http.ResponseWriter, r *http.Request, next Next) error { return next.ServeHTTP(w, r) }
+	rt.Module("/file-format", pass)
+	rt.Webhook("/webhooks", pass)
+	rt.Public(func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/assets/") })
+	rt.Guard(Guard{Auth: pass})
+	for path, want := range map[string]string{"/file-format": "map[X-Checksum:[abc]]", "/assets/a": "map[X-Checksum:[abc]]",
+		"/webhooks": "map[]", "/api/x": "map[]"} {
+		r := httptest.NewRequest("POST", path, strings.NewReader("body"))
+		r.ContentLength = -1
+		// As net/http leaves them once the body has ended.
+		r.Trailer = http.Header{"X-Service-Domain": {"evil.example"}, "X_service_user_id": {"spoofed"}, "X-Checksum": {"abc"}}
+		app := &trailerApp{}
+		if err := rt.Serve(httptest.NewRecorder(), r, app); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(app.got); got != want {
+			t.Errorf("%s: the app got trailers %s, want %s", path, got, want)
+		}
 	}
 }

@@ -60,8 +60,13 @@ type AppInstallations struct {
 	Store string `json:"store,omitempty"`
 
 	// Forward tells the app of each lifecycle call (the next handler),
-	// without appSecret and code; "off" answers the service without the
-	// app. Default on.
+	// without appSecret and code, as a request the gateway builds: a
+	// POST to the descriptor's path with no query, the gateway's body,
+	// and only Content-Type, Content-Length, the app token header and the
+	// trace context (traceparent, tracestate) of the call's headers; the
+	// call is committed only once the app answers a final 2xx (a 1xx or
+	// no answer is the app's failure: 502). "off" answers the service
+	// without the app. Default on.
 	Forward string `json:"forward,omitempty"`
 
 	// BudgetPerSource and BudgetOverall limit the lifecycle calls the

@@ -34,11 +34,19 @@ func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 // unreachable answers a request whose app reverse_proxy could not connect
 // to (it then writes nothing and returns a 502 around the dial error) with
 // a refusal naming the app's address and the cause, so that the client
-// and the service's user see why; any other error is returned as it is.
+// and the service's user see why. A lifecycle call the app gave no answer
+// to otherwise (a connection closed, a timeout) is answered 502 with a
+// message naming the app's failure and saying that nothing was changed.
+// Any other error is returned as it is.
 func (a *ServiceApp) unreachable(w http.ResponseWriter, r *http.Request, err error) error {
 	var herr caddyhttp.HandlerError
 	var dial reverseproxy.DialError
 	if !errors.As(err, &herr) || herr.StatusCode != http.StatusBadGateway || !errors.As(herr.Err, &dial) {
+		var none *installations.NoAnswer
+		if errors.As(err, &none) {
+			a.logger.Error("the app gave no answer to a lifecycle call", zap.String("path", r.URL.Path), zap.Error(none.Err))
+			return refuse(w, r, http.StatusBadGateway, none.Message())
+		}
 		return err
 	}
 	var address string // the upstream's host and port (or socket path): no URL, no credentials

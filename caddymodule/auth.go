@@ -105,6 +105,8 @@ type ServiceAuth struct {
 	// headers is deleted from every request (also those refused, and those
 	// whose token lacks the claim; names are compared ignoring case and
 	// treating "_" as "-"), then set from the verified claim when present.
+	// With claim headers, no request trailer is passed on: stacks that
+	// merge trailers into headers would read one as a claim header.
 	ClaimHeaders map[string]string `json:"claim_headers,omitempty"`
 
 	// OrganizationClaims are the claim paths tried, in order, for the

@@ -1,7 +1,6 @@
 package installations
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/servicegate/servicegate/internal/names"
@@ -92,9 +90,6 @@ type Next interface {
 // most; a call within it after a confirmation is answered from that.
 const DefaultPaidInterval = 10 * time.Second
 
-// servicePrefix starts the names of the service's headers.
-const servicePrefix = "X-Service-"
-
 // retryAfter is the Retry-After of an answer 503: the service tries the
 // call again.
 const retryAfter = "30"
@@ -134,10 +129,15 @@ type HandlerConfig struct {
 	// Paths are the paths of the lifecycle calls, by kind, as the
 	// descriptor's events name them; an empty path is not answered.
 	Paths [NumKinds]string
-	// Forward tells the app of each call (the next handler), with a body
-	// the gateway writes (see told), and commits the change only once
-	// the app acknowledged it; without it the handler commits and
-	// answers 200 itself.
+	// Forward tells the app of each call (the next handler) with a
+	// request the gateway builds: a POST of a body the gateway writes
+	// (see told) to the call's path, with no query and only
+	// Content-Type, Content-Length, TokenHeader and the trace context
+	// (see appRequest). It commits the change only once the app
+	// acknowledged the call with a final 2xx: with no final status (an
+	// informational one at most) the call is refused 502, and when next
+	// returns an error without one Serve returns a *NoAnswer. Without
+	// Forward the handler commits and answers 200 itself.
 	Forward bool
 	// TokenHeader, when set, carries the organization's app token to
 	// the app on a forwarded installed and subscription_paid.
@@ -440,9 +440,10 @@ func (h *Handler) confirm(ctx context.Context, e *entry) (*Installation, Confirm
 	return in, c, err
 }
 
-// tell tells the app of the call, with the body the gateway writes from
-// in, and runs commit once the app acknowledged it; without Forward it
-// commits and answers 200.
+// tell tells the app of the call, with a request the gateway builds
+// around the body it writes from in, and runs commit once the app
+// acknowledged it with a final 2xx; without Forward it commits and
+// answers 200.
 func (h *Handler) tell(w http.ResponseWriter, r *http.Request, next Next, kind Kind, in *Installation, expires time.Time, commit func() error) error {
 	done := toldOutcomes[kind]
 	if !h.cfg.Forward {
@@ -455,37 +456,31 @@ func (h *Handler) tell(w http.ResponseWriter, r *http.Request, next Next, kind K
 		respond.JSON(w, http.StatusOK, []byte("{}"))
 		return nil
 	}
-	body := told(kind, h.cfg.ClientID, in, expires)
-	for k := range r.Header {
-		// The app reads the call from the gateway's body: no header of
-		// the caller's that names the service's organization, user,
-		// signature or module goes with it.
-		if len(k) >= len(servicePrefix) && strings.EqualFold(k[:len(servicePrefix)], servicePrefix) || strings.EqualFold(k, "X-Module-Key") {
-			delete(r.Header, k)
-		}
+	var token string
+	if kind != Uninstall {
+		token = in.Token.AccessToken
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Del("Content-Encoding")
-	r.Header.Del("Transfer-Encoding")
-	r.TransferEncoding = nil
-	if h.cfg.TokenHeader != "" && kind != Uninstall && in.Token.AccessToken != "" {
-		r.Header.Set(h.cfg.TokenHeader, in.Token.AccessToken)
-	}
+	// The app reads the call from a request the gateway builds: the
+	// descriptor's path, the gateway's body, an allow-list of headers.
+	// No byte of the caller's goes with it.
+	out := appRequest(r, h.cfg.Paths[kind], told(kind, h.cfg.ClientID, in, expires), h.cfg.TokenHeader, token)
 	aw := &ackWriter{ResponseWriter: w, commit: commit}
-	err := next.ServeHTTP(aw, r)
-	if err == nil && !aw.decided {
-		aw.WriteHeader(http.StatusOK) // the app answered nothing: Go's 200
-	}
+	err := next.ServeHTTP(aw, out)
 	switch {
 	case aw.failed != nil:
 		for k := range w.Header() {
 			delete(w.Header(), k) // the app's answer is not sent
 		}
 		return h.commitFailed(w, r, in, aw.failed)
-	case !aw.decided || err != nil:
+	case !aw.decided && err != nil:
+		h.cfg.Report(NotAcknowledged, in.OrganizationID, err)
+		return &NoAnswer{Kind: kind, Err: err}
+	case !aw.decided:
+		// An informational answer (a 101 above all, which a proxy drops
+		// when the request did not ask for it) is no acknowledgement.
+		h.cfg.Report(NotAcknowledged, in.OrganizationID, errNoFinalStatus)
+		return h.cfg.Refuse(w, r, http.StatusBadGateway, noFinalStatusMessage(kind, aw.informational))
+	case err != nil:
 		h.cfg.Report(NotAcknowledged, in.OrganizationID, err)
 		return err
 	}

@@ -2,7 +2,11 @@ package installations
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -63,18 +67,22 @@ func writeString(b *bytes.Buffer, s string) {
 }
 
 // ackWriter passes the app's answer to a lifecycle call on, and commits
-// what the call changes when the app acknowledged it (2xx), before the
-// status goes out: the service is answered 2xx only once the change is
-// stored, and a call the app did not acknowledge changes nothing, so that
-// the service's retry finds the state it left. When the commit fails, the
-// app's answer is dropped and failed holds the error, for the caller to
-// answer instead.
+// what the call changes when the app acknowledged it (a final 2xx), before
+// the status goes out: the service is answered 2xx only once the change
+// is stored, and a call the app did not acknowledge changes nothing, so
+// that the service's retry finds the state it left. An informational
+// status (1xx, 101 included) is not passed on and decides nothing: the
+// service asked for no upgrade and waits for a final answer. When the
+// commit fails, the app's answer is dropped and failed holds the error,
+// for the caller to answer instead. It offers no Hijack: a lifecycle call
+// is never switched to another protocol.
 type ackWriter struct {
 	http.ResponseWriter
-	commit  func() error
-	decided bool
-	code    int
-	failed  error
+	commit        func() error
+	decided       bool
+	code          int
+	informational int // the last 1xx status the app answered, if any
+	failed        error
 }
 
 // status is the status the app answered.
@@ -85,7 +93,7 @@ func (a *ackWriter) WriteHeader(status int) {
 		return
 	}
 	if status >= 100 && status < 200 {
-		a.ResponseWriter.WriteHeader(status)
+		a.informational = status
 		return
 	}
 	a.decided, a.code = true, status
@@ -107,12 +115,56 @@ func (a *ackWriter) Write(p []byte) (int, error) {
 	return a.ResponseWriter.Write(p)
 }
 
-// Flush sends what was written; before a status, the status 200 decides.
+// Flush sends what was written; before a final status it does nothing, so
+// that only a status the app wrote decides.
 func (a *ackWriter) Flush() {
-	if !a.decided {
-		a.WriteHeader(http.StatusOK)
-	}
-	if a.failed == nil {
+	if a.decided && a.failed == nil {
 		_ = http.NewResponseController(a.ResponseWriter).Flush()
 	}
+}
+
+// errNoFinalStatus is what Report is told of a lifecycle call the app
+// answered with no final status.
+var errNoFinalStatus = errors.New("the app answered no final status")
+
+// noFinalStatusMessage is the refusal of a lifecycle call the app answered
+// with no final status: at most an informational one (the last, when the
+// proxy passed it on).
+func noFinalStatusMessage(kind Kind, informational int) string {
+	why := "it answered with no final status (an informational answer such as 101 Switching Protocols, or nothing at all)"
+	if informational != 0 {
+		why = fmt.Sprintf("it answered only %d %s, an informational status", informational, http.StatusText(informational))
+	}
+	return fmt.Sprintf("The app did not acknowledge the %s call: %s. Nothing was changed; the service may send the call again.", kind, why)
+}
+
+// NoAnswer is the error of a lifecycle call the app gave no answer to: Err,
+// what the next handler returned (a proxy's error, such as a connection
+// refused or closed without an answer). Nothing was changed. Message says
+// so to the person who reads the refusal; Err is for logs.
+type NoAnswer struct {
+	// Kind is the call.
+	Kind Kind
+	// Err is the next handler's error.
+	Err error
+}
+
+func (e *NoAnswer) Error() string {
+	return fmt.Sprintf("the app gave no answer to the %s call: %v", e.Kind, e.Err)
+}
+
+// Unwrap is the next handler's error.
+func (e *NoAnswer) Unwrap() error { return e.Err }
+
+// Message is the refusal of the call, for a person: the app's failure,
+// and that nothing was changed.
+func (e *NoAnswer) Message() string {
+	cause := "no answer came"
+	switch {
+	case errors.Is(e.Err, io.EOF) || errors.Is(e.Err, io.ErrUnexpectedEOF):
+		cause = "it closed the connection without an answer"
+	case errors.Is(e.Err, context.DeadlineExceeded):
+		cause = "no answer came in time"
+	}
+	return fmt.Sprintf("The app did not acknowledge the %s call: %s. Nothing was changed; the service may send the call again.", e.Kind, cause)
 }

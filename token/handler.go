@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/servicegate/servicegate/internal/trailers"
 	"github.com/servicegate/servicegate/respond"
 	"github.com/servicegate/servicegate/spans"
 )
@@ -116,7 +117,8 @@ type HandlerConfig struct {
 	// ClaimHeaders maps a header to the claim path whose value it carries
 	// to the next handler. Every inbound copy of these headers is deleted
 	// from every request (names compared ignoring case, "_" equal to
-	// "-"); names must be valid header names.
+	// "-"), and so is every request trailer; names must be valid header
+	// names.
 	ClaimHeaders map[string]string
 	// OrganizationClaims are the claim paths tried, in order, for the
 	// organization key. Default DefaultOrganizationClaims.
@@ -195,6 +197,11 @@ func NewHandler(c HandlerConfig) (*Handler, error) {
 // claims, or refuses it.
 func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next Next) error {
 	h.dropClaimHeaders(r.Header)
+	if len(h.headers) > 0 {
+		// The app trusts the claim headers: no request trailer, which
+		// some stacks merge into the headers, goes with them.
+		trailers.Drop(r, nil)
+	}
 	raw, sent, fromQuery, problem := h.extract(r)
 	if problem != "" {
 		h.c.Report(r, BadRequest, Refusal{Reason: problem})

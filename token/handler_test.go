@@ -1,6 +1,7 @@
 package token
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,5 +156,32 @@ func TestRememberedTokenAllocatesNothing(t *testing.T) {
 	}
 	if again := next.r.Header["X-User"]; len(first) != 1 || len(again) != 1 || &first[0] == &again[0] || first[0] != "7" || again[0] != "7" {
 		t.Errorf("two requests were given the same values, or wrong ones: %q %q", first, again)
+	}
+}
+
+// TestHandlerDropsTrailersWithClaimHeaders: with claim headers, a request
+// passed on brings the next handler no trailer, whatever its name; without
+// them, its trailers are left alone.
+func TestHandlerDropsTrailersWithClaimHeaders(t *testing.T) {
+	k := testKinds(t)[0]
+	good := sign(t, k.method, k.sign, baseClaims())
+	for _, claims := range []map[string]string{{"X-User": "sub"}, nil} {
+		h, err := NewHandler(HandlerConfig{Verifier: NewVerifier(k.keys, Options{Now: fixedNow}), ClaimHeaders: claims})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodPost, "/api", strings.NewReader("body"))
+		r.Header.Set("Authorization", "Bearer "+good)
+		r.ContentLength = -1
+		// As net/http leaves them once the body has ended.
+		r.Trailer = http.Header{"X-User": {"forged"}, "X-Checksum": {"abc"}}
+		next := new(passed)
+		if err := h.Serve(httptest.NewRecorder(), r, next); err != nil || next.r == nil {
+			t.Fatalf("not passed on: %v", err)
+		}
+		_, _ = io.ReadAll(next.r.Body)
+		if want := len(claims) == 0; (len(next.r.Trailer) == 2) != want || len(claims) > 0 && len(next.r.Trailer) != 0 {
+			t.Errorf("claim headers %v: the next handler got trailers %v", claims, next.r.Trailer)
+		}
 	}
 }
