@@ -69,8 +69,12 @@ type Book struct {
 	byID     map[string]*entry
 	byDomain map[string]*entry
 
-	// bad holds the organizations (ids) whose record does not open.
-	bad map[string]bool
+	// bad holds the organizations (ids) whose record does not open, each
+	// with its domain when the book knew it before (a record that opened
+	// once in this process), else "". hasBad is len(bad) > 0, read
+	// without the lock on the hot path.
+	bad    map[string]string
+	hasBad atomic.Bool
 
 	flight singleflight.Group
 	// writes orders Install, Remove and the storing of a renewed token,
@@ -111,7 +115,7 @@ func NewBook(cfg BookConfig) (*Book, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Sealer = cfg.Sealer.Bind(cfg.App)
-	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry), bad: map[string]bool{}}
+	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry), bad: map[string]string{}}
 	var retired []Swap
 	err := cfg.Store.Each(func(org string, sealed []byte) error {
 		in, state, err := cfg.Sealer.openRecord(org, sealed)
@@ -139,26 +143,57 @@ func NewBook(cfg BookConfig) (*Book, error) {
 // telling Unreadable the first time.
 func (b *Book) markUnreadable(org string, err error) {
 	b.mu.Lock()
+	domain, seen := b.bad[org]
+	if old := b.byID[org]; old != nil {
+		domain = old.domain
+	}
 	b.dropLocked(org)
-	seen := b.bad[org]
-	b.bad[org] = true
+	b.bad[org] = domain
+	b.hasBad.Store(true)
 	b.mu.Unlock()
 	if !seen && b.cfg.Unreadable != nil {
 		b.cfg.Unreadable(org, err)
 	}
 }
 
-// Unreadable tells whether the organization id names (domain is not
-// known for a record that does not open) has a stored record that does
-// not open: its deliveries are to be tried again later, not refused as
-// not installed.
-func (b *Book) Unreadable(_, id string) bool {
-	if id == "" {
+// Unreadable tells whether the organization named by id, by domain, or
+// by both may be one whose stored record does not open: its deliveries
+// are to be tried again later, not verified with any other secret nor
+// refused as not installed. An id names such an organization when its
+// record is one of them; a domain when it was the domain of one (known
+// when the record opened earlier in this process), or, named without an
+// id, when it is no readable installation's domain while a record whose
+// domain was never known does not open: such a delivery may be that
+// organization's, and the service sends it again.
+func (b *Book) Unreadable(domain, id string) bool {
+	if !b.hasBad.Load() || (domain == "" && id == "") {
 		return false
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.bad[id]
+	if _, ok := b.bad[id]; ok && id != "" {
+		return true
+	}
+	if domain == "" {
+		return false
+	}
+	if b.byDomain[domain] != nil {
+		return false // a readable installation's domain
+	}
+	unknown := false
+	for _, d := range b.bad {
+		if d == domain {
+			return true
+		}
+		unknown = unknown || d == ""
+	}
+	return unknown && id == ""
+}
+
+// forgetBadLocked: the organization's record opens again, or is gone.
+func (b *Book) forgetBadLocked(org string) {
+	delete(b.bad, org)
+	b.hasBad.Store(len(b.bad) > 0)
 }
 
 // reseal stores the records sealed again under the current key, each only
@@ -236,7 +271,7 @@ func (b *Book) keep(in *Installation, state KeyState) {
 	}
 	b.mu.Lock()
 	b.dropLocked(in.OrganizationID)
-	delete(b.bad, in.OrganizationID)
+	b.forgetBadLocked(in.OrganizationID)
 	b.byID[e.id] = e
 	if e.domain != "" {
 		b.byDomain[e.domain] = e
@@ -383,7 +418,7 @@ func (b *Book) Remove(id string) error {
 	}
 	b.Forget(id)
 	b.mu.Lock()
-	delete(b.bad, id)
+	b.forgetBadLocked(id)
 	b.mu.Unlock()
 	return nil
 }
@@ -406,7 +441,7 @@ func (b *Book) Refresh(org string) error {
 	case errors.Is(err, ErrNotFound):
 		b.Forget(org)
 		b.mu.Lock()
-		delete(b.bad, org)
+		b.forgetBadLocked(org)
 		b.mu.Unlock()
 		return nil
 	case errors.Is(err, ErrSealed):

@@ -518,3 +518,54 @@ func TestRegisterFileNamesTheOtherApps(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+// TestBookUnreadableByDomain: a domain names an organization whose record
+// does not open when the book knew it as that organization's, and, named
+// without an id, any domain that is no readable installation's while a
+// record whose domain was never known does not open.
+func TestBookUnreadableByDomain(t *testing.T) {
+	store := NewMemoryStore()
+	sealer, _ := NewSealer(testKey)
+	b := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	for _, in := range []*Installation{testInstallation("42", "acme", "s42"), testInstallation("43", "globex", "s43")} {
+		if err := b.Install(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Damaged while the book knows it: its domain stays known.
+	_ = store.Put("43", []byte("damaged"))
+	if _, err := b.Get("43"); !errors.Is(err, ErrSealed) {
+		t.Fatalf("damaged record: %v", err)
+	}
+	for _, c := range []struct {
+		domain, id string
+		want       bool
+	}{
+		{"globex", "", true}, {"globex", "43", true}, {"", "43", true}, {"globex", "7", true}, {"acme", "43", true},
+		{"acme", "", false}, {"acme", "42", false}, {"hooli", "", false}, {"hooli", "7", false}, {"", "", false},
+	} {
+		if got := b.Unreadable(c.domain, c.id); got != c.want {
+			t.Errorf("known domain: Unreadable(%q, %q) = %v, want %v", c.domain, c.id, got, c.want)
+		}
+	}
+	// Read at a start, the damaged record's domain is not known: a domain
+	// named alone that is no readable installation's may be its.
+	again := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	for _, c := range []struct {
+		domain, id string
+		want       bool
+	}{
+		{"globex", "", true}, {"hooli", "", true}, {"", "43", true}, {"globex", "43", true},
+		{"acme", "", false}, {"globex", "7", false}, {"acme", "42", false},
+	} {
+		if got := again.Unreadable(c.domain, c.id); got != c.want {
+			t.Errorf("unknown domain: Unreadable(%q, %q) = %v, want %v", c.domain, c.id, got, c.want)
+		}
+	}
+	if err := again.Install(testInstallation("43", "globex", "fresh")); err != nil {
+		t.Fatal(err)
+	}
+	if again.Unreadable("hooli", "") || again.Unreadable("", "43") {
+		t.Error("repaired, the organization is still reported unreadable")
+	}
+}
