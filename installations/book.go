@@ -104,6 +104,15 @@ type tokenState struct {
 // it. Records sealed under a retired key are sealed again under the
 // current one. A record that does not open is skipped (see
 // BookConfig.Unreadable): one bad record harms no other organization.
+//
+// A record of the earlier format (1, bound to its organization only)
+// opens only while a store written before format 2 is migrated, and only
+// for the app that began the migration: a store that records no format
+// and holds no record of format 2, or one that records a migration of
+// this app's still under way (see Formats). Anywhere else (a store
+// created at format 2, into which a record of format 1 was copied, or
+// another app's migration) it does not open, like a copy of a format-2
+// record of another app.
 func NewBook(cfg BookConfig) (*Book, error) {
 	if cfg.Store == nil || cfg.Sealer == nil {
 		return nil, errors.New("installations: a store and a sealer are required")
@@ -114,29 +123,70 @@ func NewBook(cfg BookConfig) (*Book, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Sealer = cfg.Sealer.Bind(cfg.App)
+	formats, hasFormats := cfg.Store.(Formats)
+	var format Format
+	var known bool
+	if hasFormats {
+		var err error
+		if format, known, err = formats.Format(); err != nil {
+			return nil, fmt.Errorf("reading the installations: %w", err)
+		}
+	}
+	current := cfg.Sealer.Bind(cfg.App).withV1(false)
+	cfg.Sealer = current
 	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry), bad: map[string]string{}}
-	var retired []Swap
+	var retired, earlier []Swap
+	seenV2 := false
 	err := cfg.Store.Each(func(org string, sealed []byte) error {
-		in, state, err := cfg.Sealer.openRecord(org, sealed)
-		if err != nil {
-			b.markUnreadable(org, err)
-			return nil
+		if len(sealed) > 0 && sealed[0] == sealV1 {
+			earlier = append(earlier, Swap{Organization: org, Old: sealed})
+			return nil // decided once every record is seen
 		}
-		b.keep(in, state)
-		if state == KeyRetired {
-			again, err := cfg.Sealer.sealRecord(in)
-			if err == nil {
-				retired = append(retired, Swap{Organization: org, Old: sealed, New: again})
-			}
-		}
+		seenV2 = seenV2 || (len(sealed) > 0 && sealed[0] == sealVersion)
+		retired = b.load(current, org, sealed, retired)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the installations: %w", err)
 	}
-	b.reseal(retired)
+	migrating := hasFormats && len(earlier) > 0 &&
+		((known && format.Migrating == cfg.App) || (!known && !seenV2))
+	opener := current.withV1(migrating)
+	for _, r := range earlier {
+		retired = b.load(opener, r.Organization, r.Old, retired)
+	}
+	resealed := b.reseal(retired)
+	if hasFormats {
+		now := Format{Version: sealVersion}
+		if migrating && resealed < len(retired) {
+			now.Migrating = cfg.App // some are left for the next start
+			b.cfg.Sealer = opener
+		}
+		if !known || now != format {
+			if err := formats.SetFormat(now); err != nil {
+				return nil, fmt.Errorf("recording the installations store's format: %w", err)
+			}
+		}
+	}
 	return b, nil
+}
+
+// load opens one stored record with sealer into the local copy, or marks
+// its organization unreadable, and returns retired with the record added
+// when it is to be sealed again.
+func (b *Book) load(sealer *Sealer, org string, sealed []byte, retired []Swap) []Swap {
+	in, state, err := sealer.openRecord(org, sealed)
+	if err != nil {
+		b.markUnreadable(org, err)
+		return retired
+	}
+	b.keep(in, state)
+	if state == KeyRetired {
+		if again, err := sealer.sealRecord(in); err == nil {
+			retired = append(retired, Swap{Organization: org, Old: sealed, New: again})
+		}
+	}
+	return retired
 }
 
 // markUnreadable skips an organization whose record does not open,
@@ -197,11 +247,11 @@ func (b *Book) forgetBadLocked(org string) {
 }
 
 // reseal stores the records sealed again under the current key, each only
-// while the store still holds what was read, and marks the entries that
-// are.
-func (b *Book) reseal(records []Swap) {
+// while the store still holds what was read, marks the entries that are,
+// and says how many were stored.
+func (b *Book) reseal(records []Swap) int {
 	if len(records) == 0 {
-		return
+		return 0
 	}
 	b.writes.Lock()
 	done := 0
@@ -227,6 +277,7 @@ func (b *Book) reseal(records []Swap) {
 	if b.cfg.Resealed != nil {
 		b.cfg.Resealed(done, len(records)-done)
 	}
+	return done
 }
 
 // Ping tells whether the store answers now: the health of the

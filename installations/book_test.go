@@ -3,6 +3,7 @@ package installations
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -567,5 +568,81 @@ func TestBookUnreadableByDomain(t *testing.T) {
 	}
 	if again.Unreadable("hooli", "") || again.Unreadable("", "43") {
 		t.Error("repaired, the organization is still reported unreadable")
+	}
+}
+
+// sealFormat1 seals in as a record of the earlier format: bound to its
+// organization only.
+func sealFormat1(t *testing.T, s *Sealer, in *Installation) []byte {
+	t.Helper()
+	plain, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead := s.keys[0]
+	ns := aead.NonceSize()
+	out := make([]byte, 1+ns)
+	out[0] = sealV1
+	return aead.Seal(out, out[1:1+ns], plain, []byte("organization:"+in.OrganizationID))
+}
+
+// failingSwaps is a store whose bulk sealing-again stores nothing.
+type failingSwaps struct{ *MemoryStore }
+
+func (failingSwaps) Swap([]Swap) (int, error) { return 0, errors.New("the store is read-only now") }
+
+// TestBookOpensFormat1OnlyWhileItsStoreIsMigrated: records of format 1
+// open in a store written before format 2 (no format recorded, no record
+// of format 2), are sealed again, and the store records format 2; then
+// a format-1 record copied in does not open, nor one in a store created at
+// format 2, nor in a store whose migration another app began.
+func TestBookOpensFormat1OnlyWhileItsStoreIsMigrated(t *testing.T) {
+	sealer, _ := NewSealer(testKey)
+	store := NewMemoryStore()
+	_ = store.Put("42", sealFormat1(t, sealer, testInstallation("42", "acme", "s42")))
+	b := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	if s, ok := b.Secret(Org{ID: "42"}); !ok || s != "s42" {
+		t.Fatal("a format-1 record of a store written before format 2 does not open")
+	}
+	if raw, _ := store.Get("42"); raw[0] != sealVersion {
+		t.Fatalf("not sealed again: format %d", raw[0])
+	}
+	if f, known, _ := store.Format(); !known || f != (Format{Version: 2}) {
+		t.Fatalf("the migrated store records %+v %v", f, known)
+	}
+	// Copied in after the migration: unreadable, at a start and at run time.
+	_ = store.Put("43", sealFormat1(t, sealer, testInstallation("43", "globex", "s43")))
+	if _, err := b.Get("43"); !errors.Is(err, ErrSealed) || !b.Unreadable("", "43") {
+		t.Fatalf("a format-1 record copied in at run time: %v", err)
+	}
+	again := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	if !again.Unreadable("", "43") || again.Unreadable("", "42") {
+		t.Fatal("a format-1 record copied into a migrated store opens at a start")
+	}
+
+	// A store created at format 2 by a version that recorded no format:
+	// its format-2 records say so.
+	made := NewMemoryStore()
+	_ = made.Put("42", sealer.Bind("app-b").Seal("42", []byte(`{"organizationId":"42","appSecret":"s"}`)))
+	_ = made.Put("43", sealFormat1(t, sealer, testInstallation("43", "globex", "s43")))
+	if nb := newTestBookWith(t, made, BookConfig{App: "app-b", Sealer: sealer}); !nb.Unreadable("", "43") || nb.Unreadable("", "42") {
+		t.Fatal("a format-1 record beside format-2 ones opens")
+	}
+
+	// A migration left unfinished (the store took no record sealed again)
+	// goes on for its app only.
+	half := failingSwaps{NewMemoryStore()}
+	_ = half.Put("42", sealFormat1(t, sealer, testInstallation("42", "acme", "s42")))
+	if nb := newTestBookWith(t, half, BookConfig{App: "app-a", Sealer: sealer}); nb.Unreadable("", "42") {
+		t.Fatal("the migration's own app cannot open its store")
+	}
+	if f, _, _ := half.Format(); f.Migrating != "app-a" {
+		t.Fatalf("an unfinished migration is not recorded: %+v", f)
+	}
+	if nb := newTestBookWith(t, half, BookConfig{App: "app-a", Sealer: sealer}); nb.Unreadable("", "42") {
+		t.Fatal("an unfinished migration does not go on at the next start")
+	}
+	if nb := newTestBookWith(t, half, BookConfig{App: "app-c", Sealer: sealer}); !nb.Unreadable("", "42") {
+		t.Fatal("another app opens a format-1 record of a migration it did not begin")
 	}
 }
