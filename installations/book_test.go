@@ -646,3 +646,28 @@ func TestBookOpensFormat1OnlyWhileItsStoreIsMigrated(t *testing.T) {
 		t.Fatal("another app opens a format-1 record of a migration it did not begin")
 	}
 }
+
+// TestBoltStoreKeepsItsFormat: the format a file store records outlives
+// the file's closing, and is kept apart from the records.
+func TestBoltStoreKeepsItsFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "i.db")
+	s, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, known, err := s.Format(); known || err != nil {
+		t.Fatalf("a new file records a format: %v %v", known, err)
+	}
+	sealer, _ := NewSealer(testKey)
+	_ = newTestBookWith(t, s, BookConfig{App: "app-a", Sealer: sealer})
+	s.Close()
+	if s, err = OpenBolt(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	_ = s.Each(func(string, []byte) error { n++; return nil })
+	if f, known, err := s.Format(); !known || err != nil || f != (Format{Version: 2}) || n != 0 {
+		t.Fatalf("the file's format after a book opened it empty: %+v %v %v, %d records", f, known, err, n)
+	}
+}
