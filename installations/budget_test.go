@@ -46,3 +46,28 @@ func TestBudgetSaysWhichIsSpentAndSparesExemptSources(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBudgetSource: any source a request may name is taken and refunded
+// without a panic; a source is exempt only when it is an address (with or
+// without a port) in an exempt prefix, and an exempt one is never refused.
+func FuzzBudgetSource(f *testing.F) {
+	for _, s := range []string{"192.0.2.7", "192.0.2.7:443", "[::ffff:192.0.2.9]:80", "2001:db8::1", "[2001:db8::1]:9",
+		"fe80::1%eth0", "[fe80::1%eth0]:80", "", ":", "[]:1", "192.0.2.256", "192.0.2.7:99999", "not an address", "198.51.100.1"} {
+		f.Add(s)
+	}
+	prefixes := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8::/32")}
+	f.Fuzz(func(t *testing.T, source string) {
+		b := NewBudget(1, 1, time.Minute, nil).Exempt(prefixes...)
+		exempt := b.exempted(source)
+		if a, ok := sourceAddr(source); exempt && (!ok || !(prefixes[0].Contains(a) || prefixes[1].Contains(a))) {
+			t.Fatalf("%q exempted, as %v %v", source, a, ok)
+		}
+		for range 3 {
+			ok, _, spent := b.Take(source)
+			if exempt && (!ok || spent != SpentNone) {
+				t.Fatalf("exempt %q refused", source)
+			}
+			b.Refund(source)
+		}
+	})
+}
