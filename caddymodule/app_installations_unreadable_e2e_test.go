@@ -81,7 +81,7 @@ func TestE2EUnreadableRecordIsVerifiedAgainstItOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.kill()
-	p = start()
+	start()
 
 	received := app.count("/webhooks")
 	names := []struct{ domain, id string }{{"globex.example", "2"}, {"", "2"}, {"globex.example", ""}}
