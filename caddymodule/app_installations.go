@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +83,12 @@ type AppInstallations struct {
 	// BudgetOverall is how many unproved lifecycle calls all sources
 	// together may make a minute (see BudgetPerSource). Default 100.
 	BudgetOverall int `json:"budget_overall,omitempty"`
+	// BudgetExempt are the source addresses (CIDR prefixes, or single
+	// addresses) whose lifecycle calls spend no budget and are never
+	// answered 429: the service's published addresses, so that forged
+	// calls from elsewhere cannot spend the overall budget its own
+	// installs need. The source is Caddy's client IP.
+	BudgetExempt []string `json:"budget_exempt,omitempty"`
 
 	// TokenHeader is the request header that carries the organization's
 	// app token to the app, on verified webhook deliveries and on
@@ -241,7 +249,8 @@ func (a *ServiceApp) installationsConfig(ctx caddy.Context, desc *descriptor.Des
 		cfg.Handler.TokenHeader = http.CanonicalHeaderKey(cmp.Or(h, appDefaultTokenHeader))
 	}
 	cfg.Handler.Prove, cfg.Handler.Confirm, cfg.Handler.Source = a.proveAppToken, a.confirmPaid, clientIP
-	cfg.Handler.Budget = installations.NewBudget(ic.BudgetPerSource, ic.BudgetOverall, 0, nil)
+	exempt, _ := budgetExemptPrefixes(ic.BudgetExempt) // checked by validate
+	cfg.Handler.Budget = installations.NewBudget(ic.BudgetPerSource, ic.BudgetOverall, 0, nil).Exempt(exempt...)
 	cfg.Handler.Paths = [installations.NumKinds]string{installations.Installed: desc.Events.Installed,
 		installations.Uninstall: desc.Events.Uninstall, installations.SubscriptionPaid: desc.Events.SubscriptionPaid}
 	cfg.Handler.Purge, cfg.Handler.Refuse = forgetOrganization(ctx), refuse
@@ -304,6 +313,8 @@ func (ic *AppInstallations) validate() error {
 		return fmt.Errorf("service_app: installations: forward takes on or off, not %q", ic.Forward)
 	case ic.BudgetPerSource < 0 || ic.BudgetOverall < 0:
 		return errors.New("service_app: installations: unproved_budget takes positive numbers of calls a minute")
+	case budgetExemptErr(ic.BudgetExempt) != nil:
+		return fmt.Errorf("service_app: installations: %w", budgetExemptErr(ic.BudgetExempt))
 	case ic.TokenHeader != "" && ic.TokenHeader != "off" && !httpguts.ValidHeaderFieldName(ic.TokenHeader):
 		return fmt.Errorf("service_app: installations: token_header %q is not a header name", ic.TokenHeader)
 	}
@@ -318,7 +329,7 @@ func (ic *AppInstallations) validate() error {
 //		store disk                 # default disk
 //		forward on|off             # default on
 //		token_header <name>|off    # default X-Service-App-Token
-//		unproved_budget <per source> [<overall>]  # a minute; default 10 100
+//		unproved_budget <per source> [<overall>] [exempt <cidr>...]  # a minute; default 10 100
 //	}
 func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 	start := d.Token()
@@ -342,7 +353,7 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 			return nil
 		}),
 		"unproved_budget": once(func(d *caddyfile.Dispenser) error {
-			return unprovedBudget(d, &ic.BudgetPerSource, &ic.BudgetOverall)
+			return unprovedBudget(d, ic)
 		}),
 	})
 	if err != nil {
@@ -355,18 +366,53 @@ func (a *ServiceApp) parseInstallations(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// unprovedBudget reads `unproved_budget <per source> [<overall>]`.
-func unprovedBudget(d *caddyfile.Dispenser, perSource, overall *int) error {
+// unprovedBudget reads `unproved_budget <per source> [<overall>]
+// [exempt <cidr>...]`.
+func unprovedBudget(d *caddyfile.Dispenser, ic *AppInstallations) error {
 	args := d.RemainingArgs()
-	if len(args) < 1 || len(args) > 2 {
+	numbers := args
+	if i := slices.Index(args, "exempt"); i >= 0 {
+		numbers, ic.BudgetExempt = args[:i], args[i+1:]
+		if len(ic.BudgetExempt) == 0 {
+			return d.Errf("unproved_budget's exempt takes the service's addresses (CIDR prefixes such as 192.0.2.0/24, or single addresses)")
+		}
+		if err := budgetExemptErr(ic.BudgetExempt); err != nil {
+			return d.Err(err.Error())
+		}
+	}
+	if len(numbers) < 1 || len(numbers) > 2 {
 		return d.ArgErr()
 	}
-	for i, arg := range args {
+	for i, arg := range numbers {
 		n, err := strconv.Atoi(arg)
 		if err != nil || n < 1 {
 			return d.Errf("unproved_budget takes positive numbers of calls a minute, not %q", arg)
 		}
-		*[]*int{perSource, overall}[i] = n
+		*[]*int{&ic.BudgetPerSource, &ic.BudgetOverall}[i] = n
 	}
 	return nil
+}
+
+// budgetExemptPrefixes parses the exempt sources: CIDR prefixes, or
+// single addresses (a prefix of their whole length).
+func budgetExemptPrefixes(exempt []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(exempt))
+	for _, v := range exempt {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p)
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("unproved_budget exempt %q is neither a CIDR prefix (192.0.2.0/24, 2001:db8::/32) nor an IP address", v)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// budgetExemptErr is the error of exempt sources that do not parse.
+func budgetExemptErr(exempt []string) error {
+	_, err := budgetExemptPrefixes(exempt)
+	return err
 }

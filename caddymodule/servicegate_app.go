@@ -221,6 +221,8 @@ func (a *Servicegate) check() error {
 		return errors.New(errOneRedisForm)
 	case a.Redis != "" && (a.Password != "" || a.TLS):
 		return errors.New(errURLCarriesPassword)
+	case checkRedisURL(a.Redis) != nil:
+		return checkRedisURL(a.Redis)
 	case a.RedisSentinel != nil && (a.RedisSentinel.Master == "" || len(a.RedisSentinel.Addresses) == 0):
 		return errors.New("servicegate redis_sentinel: give the primary's name, then at least one sentinel's host:port")
 	case a.Timeout < 0:

@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -35,10 +37,14 @@ func parseServicegateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	err := parseDirective(d, map[string]subdirective{
 		"redis": once(func(d *caddyfile.Dispenser) (err error) {
 			at := d.Token()
-			if app.Redis, err = oneArg(d); err == nil {
-				warnWrittenSecret(d, at, "servicegate", "the password in the redis URL", redisURLPassword(app.Redis))
+			if app.Redis, err = oneArg(d); err != nil {
+				return err
 			}
-			return err
+			if err := checkRedisURL(app.Redis); err != nil {
+				return d.Err(err.Error())
+			}
+			warnWrittenSecret(d, at, "servicegate", "the password in the redis URL", redisURLPassword(app.Redis))
+			return nil
 		}),
 		"redis_sentinel": once(func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
@@ -84,4 +90,25 @@ func redisURLPassword(redisURL string) string {
 	}
 	_, password, _ := strings.Cut(rest[:at], ":")
 	return password
+}
+
+// checkRedisURL refuses a redis address that does not start with
+// redis:// or rediss://, as checkAddress refuses an http(s) address
+// without its scheme. A value that starts with a placeholder is checked
+// once it is resolved (Provision). Errors never quote the password the
+// URL may hold.
+func checkRedisURL(value string) error {
+	if value == "" || strings.HasPrefix(value, "{") {
+		return nil
+	}
+	literal, _, _ := strings.Cut(value, "{")
+	shown := withoutUserInfo(value)
+	scheme, _, ok := strings.Cut(literal, "://")
+	switch {
+	case !ok:
+		return fmt.Errorf("servicegate redis %s has no scheme: write redis://%s (or rediss:// for TLS)", strconv.Quote(shown), shown)
+	case !strings.EqualFold(scheme, "redis") && !strings.EqualFold(scheme, "rediss"):
+		return fmt.Errorf("servicegate redis %s is not a Redis URL (its scheme is %s): write redis://host:port/db or rediss://…", strconv.Quote(shown), strconv.Quote(scheme))
+	}
+	return nil
 }

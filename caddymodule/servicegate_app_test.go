@@ -413,3 +413,39 @@ func TestRedisPrimaryGaugeFollowsThePromotion(t *testing.T) {
 		t.Errorf("servicegate_redis_primary{address=10.0.0.2:6379} = %v, want 1", v)
 	}
 }
+
+// TestE2ERedisAddressWithoutSchemeRefusedAtAdapt: a running Caddy asked to
+// load servicegate { redis localhost:9 } refuses the Caddyfile at the
+// redis line, in the words of every other address without its scheme,
+// and keeps serving the config it had; a redis URL's password is never
+// quoted.
+func TestE2ERedisAddressWithoutSchemeRefusedAtAdapt(t *testing.T) {
+	tester := startCaddy(t, ":{port} {\n\trespond \"still here\"\n}\n")
+	for _, tt := range []struct{ address, want string }{
+		{"localhost:9", `servicegate redis "localhost:9" has no scheme: write redis://localhost:9 (or rediss:// for TLS), at Caddyfile:3`},
+		{":hunter2@localhost:9", `servicegate redis "…@localhost:9" has no scheme`},
+		{"http://localhost:9", `servicegate redis "http://localhost:9" is not a Redis URL (its scheme is "http")`},
+		{"localhost:{env.REDIS_PORT}", `servicegate redis "localhost:{env.REDIS_PORT}" has no scheme`},
+	} {
+		caddyfile := strings.Replace(e2eGlobal(), "{\n", "{\n\tservicegate {\n\t\tredis "+tt.address+"\n\t}\n", 1) +
+			fmt.Sprintf(":%d {\n\trespond ok\n}\n", e2eHTTPPort)
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", e2eAdminPort), strings.NewReader(caddyfile))
+		req.Header.Set("Content-Type", "text/caddyfile")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refusal struct{ Error string }
+		err = json.NewDecoder(res.Body).Decode(&refusal)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusBadRequest || !strings.Contains(refusal.Error, tt.want) || strings.Contains(refusal.Error, "hunter2") {
+			t.Errorf("redis %s: %d %q %v\nwant 400 with %s", tt.address, res.StatusCode, refusal.Error, err, tt.want)
+		}
+	}
+	tester.AssertGetResponse(e2eURL("/"), http.StatusOK, "still here")
+	for _, ok := range []string{"redis://localhost:9", "REDISS://:{env.P}@localhost:9/1", "{env.REDIS_URL}"} {
+		if _, err := adaptServicegate(t, "servicegate {\n redis "+ok+"\n}"); err != nil {
+			t.Errorf("redis %s: %v", ok, err)
+		}
+	}
+}

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -85,61 +83,6 @@ type WebhookQueue struct {
 // keeps the queue and its workers (neither duplicated nor lost) and
 // handlers naming one directory share it.
 var webhookQueues = caddy.NewUsagePool()
-
-// webhookAttemptSpans makes the attempts of every queue spans in the traces
-// of the deliveries, with the tracer provider of Caddy's tracing directive,
-// which it learns from the config's tracing handler when a queue is
-// provisioned (learnQueueTracer), and from the deliveries received.
-var webhookAttemptSpans spans.Later
-
-// learnQueueTracer shows webhookAttemptSpans the tracer provider of the
-// config's tracing directive, before the queue opens: a delivery stored
-// before a restart is attempted at once, before any delivery could show
-// it. Caddy keeps one provider while any config traces, so any tracing
-// handler provisioned before this one will do: one in a route before the
-// handler's, in its site or in a site before it.
-func learnQueueTracer(ctx caddy.Context) {
-	for _, m := range ctx.Modules() {
-		tr := tracingIn(m)
-		if tr == nil {
-			continue
-		}
-		webhookAttemptSpans.LearnThrough(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-			r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
-			_ = tr.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-				next.ServeHTTP(w, r)
-				return nil
-			}))
-		})
-		return
-	}
-}
-
-// tracingIn finds a provisioned tracing handler in m, the http app or a
-// subroute being provisioned: in the routes whose handlers are set.
-func tracingIn(m any) *tracing.Tracing {
-	var routes []caddyhttp.RouteList
-	switch m := m.(type) {
-	case *tracing.Tracing:
-		return m
-	case *caddyhttp.App:
-		for _, srv := range m.Servers {
-			routes = append(routes, srv.Routes)
-		}
-	case *caddyhttp.Subroute:
-		routes = append(routes, m.Routes)
-	}
-	for _, rl := range routes {
-		for _, rt := range rl {
-			for _, h := range rt.Handlers {
-				if tr := tracingIn(h); tr != nil {
-					return tr
-				}
-			}
-		}
-	}
-	return nil
-}
 
 // pooledQueue is a queue in the pool: where it keeps its deliveries (its
 // directory, or its Redis in words and keys, as cluster.Queue.Where names

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -161,6 +163,37 @@ func (s *Installations) Register(ctx context.Context) (others []string, err erro
 	}
 	sort.Strings(others)
 	return others, nil
+}
+
+// formatKey is the key of the hash's installations.Format.
+func (s *Installations) formatKey() string { return s.key + ":format" }
+
+// Format implements installations.Formats.
+func (s *Installations) Format() (f installations.Format, known bool, err error) {
+	var raw []byte
+	err = s.c.Call(context.Background(), OpGet, func(ctx context.Context) error {
+		var err error
+		raw, err = s.c.rdb.Get(ctx, s.formatKey()).Bytes()
+		return err
+	})
+	switch {
+	case errors.Is(err, redis.Nil):
+		return f, false, nil
+	case err != nil:
+		return f, false, err
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return f, false, fmt.Errorf("the installations format in %s: %w", s.formatKey(), err)
+	}
+	return f, true, nil
+}
+
+// SetFormat implements installations.Formats.
+func (s *Installations) SetFormat(f installations.Format) error {
+	raw, _ := json.Marshal(f)
+	return s.c.Call(context.Background(), OpSet, func(ctx context.Context) error {
+		return s.c.rdb.Set(ctx, s.formatKey(), raw, 0).Err()
+	})
 }
 
 // Ping implements installations.Pinger.

@@ -69,8 +69,12 @@ type Book struct {
 	byID     map[string]*entry
 	byDomain map[string]*entry
 
-	// bad holds the organizations (ids) whose record does not open.
-	bad map[string]bool
+	// bad holds the organizations (ids) whose record does not open, each
+	// with its domain when the book knew it before (a record that opened
+	// once in this process), else "". hasBad is len(bad) > 0, read
+	// without the lock on the hot path.
+	bad    map[string]string
+	hasBad atomic.Bool
 
 	flight singleflight.Group
 	// writes orders Install, Remove and the storing of a renewed token,
@@ -100,6 +104,15 @@ type tokenState struct {
 // it. Records sealed under a retired key are sealed again under the
 // current one. A record that does not open is skipped (see
 // BookConfig.Unreadable): one bad record harms no other organization.
+//
+// A record of the earlier format (1, bound to its organization only)
+// opens only while a store written before format 2 is migrated, and only
+// for the app that began the migration: a store that records no format
+// and holds no record of format 2, or one that records a migration of
+// this app's still under way (see Formats). Anywhere else (a store
+// created at format 2, into which a record of format 1 was copied, or
+// another app's migration) it does not open, like a copy of a format-2
+// record of another app.
 func NewBook(cfg BookConfig) (*Book, error) {
 	if cfg.Store == nil || cfg.Sealer == nil {
 		return nil, errors.New("installations: a store and a sealer are required")
@@ -110,63 +123,135 @@ func NewBook(cfg BookConfig) (*Book, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Sealer = cfg.Sealer.Bind(cfg.App)
-	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry), bad: map[string]bool{}}
-	var retired []Swap
+	formats, hasFormats := cfg.Store.(Formats)
+	var format Format
+	var known bool
+	if hasFormats {
+		var err error
+		if format, known, err = formats.Format(); err != nil {
+			return nil, fmt.Errorf("reading the installations: %w", err)
+		}
+	}
+	current := cfg.Sealer.Bind(cfg.App).withV1(false)
+	cfg.Sealer = current
+	b := &Book{cfg: cfg, byID: make(map[string]*entry), byDomain: make(map[string]*entry), bad: map[string]string{}}
+	var retired, earlier []Swap
+	seenV2 := false
 	err := cfg.Store.Each(func(org string, sealed []byte) error {
-		in, state, err := cfg.Sealer.openRecord(org, sealed)
-		if err != nil {
-			b.markUnreadable(org, err)
-			return nil
+		if len(sealed) > 0 && sealed[0] == sealV1 {
+			earlier = append(earlier, Swap{Organization: org, Old: sealed})
+			return nil // decided once every record is seen
 		}
-		b.keep(in, state)
-		if state == KeyRetired {
-			again, err := cfg.Sealer.sealRecord(in)
-			if err == nil {
-				retired = append(retired, Swap{Organization: org, Old: sealed, New: again})
-			}
-		}
+		seenV2 = seenV2 || (len(sealed) > 0 && sealed[0] == sealVersion)
+		retired = b.load(current, org, sealed, retired)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the installations: %w", err)
 	}
-	b.reseal(retired)
+	migrating := hasFormats && len(earlier) > 0 &&
+		((known && format.Migrating == cfg.App) || (!known && !seenV2))
+	opener := current.withV1(migrating)
+	for _, r := range earlier {
+		retired = b.load(opener, r.Organization, r.Old, retired)
+	}
+	resealed := b.reseal(retired)
+	if hasFormats {
+		now := Format{Version: sealVersion}
+		if migrating && resealed < len(retired) {
+			now.Migrating = cfg.App // some are left for the next start
+			b.cfg.Sealer = opener
+		}
+		if !known || now != format {
+			if err := formats.SetFormat(now); err != nil {
+				return nil, fmt.Errorf("recording the installations store's format: %w", err)
+			}
+		}
+	}
 	return b, nil
+}
+
+// load opens one stored record with sealer into the local copy, or marks
+// its organization unreadable, and returns retired with the record added
+// when it is to be sealed again.
+func (b *Book) load(sealer *Sealer, org string, sealed []byte, retired []Swap) []Swap {
+	in, state, err := sealer.openRecord(org, sealed)
+	if err != nil {
+		b.markUnreadable(org, err)
+		return retired
+	}
+	b.keep(in, state)
+	if state == KeyRetired {
+		if again, err := sealer.sealRecord(in); err == nil {
+			retired = append(retired, Swap{Organization: org, Old: sealed, New: again})
+		}
+	}
+	return retired
 }
 
 // markUnreadable skips an organization whose record does not open,
 // telling Unreadable the first time.
 func (b *Book) markUnreadable(org string, err error) {
 	b.mu.Lock()
+	domain, seen := b.bad[org]
+	if old := b.byID[org]; old != nil {
+		domain = old.domain
+	}
 	b.dropLocked(org)
-	seen := b.bad[org]
-	b.bad[org] = true
+	b.bad[org] = domain
+	b.hasBad.Store(true)
 	b.mu.Unlock()
 	if !seen && b.cfg.Unreadable != nil {
 		b.cfg.Unreadable(org, err)
 	}
 }
 
-// Unreadable tells whether the organization id names (domain is not
-// known for a record that does not open) has a stored record that does
-// not open: its deliveries are to be tried again later, not refused as
-// not installed.
-func (b *Book) Unreadable(_, id string) bool {
-	if id == "" {
+// Unreadable tells whether the organization named by id, by domain, or
+// by both may be one whose stored record does not open: its deliveries
+// are to be tried again later, not verified with any other secret nor
+// refused as not installed. An id names such an organization when its
+// record is one of them; a domain when it was the domain of one (known
+// when the record opened earlier in this process), or, named without an
+// id, when it is no readable installation's domain while a record whose
+// domain was never known does not open: such a delivery may be that
+// organization's, and the service sends it again.
+func (b *Book) Unreadable(domain, id string) bool {
+	if !b.hasBad.Load() || (domain == "" && id == "") {
 		return false
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.bad[id]
+	if _, ok := b.bad[id]; ok && id != "" {
+		return true
+	}
+	if domain == "" {
+		return false
+	}
+	if b.byDomain[domain] != nil {
+		return false // a readable installation's domain
+	}
+	unknown := false
+	for _, d := range b.bad {
+		if d == domain {
+			return true
+		}
+		unknown = unknown || d == ""
+	}
+	return unknown && id == ""
+}
+
+// forgetBadLocked: the organization's record opens again, or is gone.
+func (b *Book) forgetBadLocked(org string) {
+	delete(b.bad, org)
+	b.hasBad.Store(len(b.bad) > 0)
 }
 
 // reseal stores the records sealed again under the current key, each only
-// while the store still holds what was read, and marks the entries that
-// are.
-func (b *Book) reseal(records []Swap) {
+// while the store still holds what was read, marks the entries that are,
+// and says how many were stored.
+func (b *Book) reseal(records []Swap) int {
 	if len(records) == 0 {
-		return
+		return 0
 	}
 	b.writes.Lock()
 	done := 0
@@ -192,6 +277,7 @@ func (b *Book) reseal(records []Swap) {
 	if b.cfg.Resealed != nil {
 		b.cfg.Resealed(done, len(records)-done)
 	}
+	return done
 }
 
 // Ping tells whether the store answers now: the health of the
@@ -236,7 +322,7 @@ func (b *Book) keep(in *Installation, state KeyState) {
 	}
 	b.mu.Lock()
 	b.dropLocked(in.OrganizationID)
-	delete(b.bad, in.OrganizationID)
+	b.forgetBadLocked(in.OrganizationID)
 	b.byID[e.id] = e
 	if e.domain != "" {
 		b.byDomain[e.domain] = e
@@ -383,7 +469,7 @@ func (b *Book) Remove(id string) error {
 	}
 	b.Forget(id)
 	b.mu.Lock()
-	delete(b.bad, id)
+	b.forgetBadLocked(id)
 	b.mu.Unlock()
 	return nil
 }
@@ -406,7 +492,7 @@ func (b *Book) Refresh(org string) error {
 	case errors.Is(err, ErrNotFound):
 		b.Forget(org)
 		b.mu.Lock()
-		delete(b.bad, org)
+		b.forgetBadLocked(org)
 		b.mu.Unlock()
 		return nil
 	case errors.Is(err, ErrSealed):

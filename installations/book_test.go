@@ -3,6 +3,7 @@ package installations
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -516,5 +517,157 @@ func TestRegisterFileNamesTheOtherApps(t *testing.T) {
 	}
 	if msg := ClientIDChanged("client-b", []string{"client-a (a.db)"}); !strings.Contains(msg, "client-b") || !strings.Contains(msg, "client-a (a.db)") {
 		t.Fatal(msg)
+	}
+}
+
+// TestBookUnreadableByDomain: a domain names an organization whose record
+// does not open when the book knew it as that organization's, and, named
+// without an id, any domain that is no readable installation's while a
+// record whose domain was never known does not open.
+func TestBookUnreadableByDomain(t *testing.T) {
+	store := NewMemoryStore()
+	sealer, _ := NewSealer(testKey)
+	b := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	for _, in := range []*Installation{testInstallation("42", "acme", "s42"), testInstallation("43", "globex", "s43")} {
+		if err := b.Install(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Damaged while the book knows it: its domain stays known.
+	_ = store.Put("43", []byte("damaged"))
+	if _, err := b.Get("43"); !errors.Is(err, ErrSealed) {
+		t.Fatalf("damaged record: %v", err)
+	}
+	for _, c := range []struct {
+		domain, id string
+		want       bool
+	}{
+		{"globex", "", true}, {"globex", "43", true}, {"", "43", true}, {"globex", "7", true}, {"acme", "43", true},
+		{"acme", "", false}, {"acme", "42", false}, {"hooli", "", false}, {"hooli", "7", false}, {"", "", false},
+	} {
+		if got := b.Unreadable(c.domain, c.id); got != c.want {
+			t.Errorf("known domain: Unreadable(%q, %q) = %v, want %v", c.domain, c.id, got, c.want)
+		}
+	}
+	// Read at a start, the damaged record's domain is not known: a domain
+	// named alone that is no readable installation's may be its.
+	again := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	for _, c := range []struct {
+		domain, id string
+		want       bool
+	}{
+		{"globex", "", true}, {"hooli", "", true}, {"", "43", true}, {"globex", "43", true},
+		{"acme", "", false}, {"globex", "7", false}, {"acme", "42", false},
+	} {
+		if got := again.Unreadable(c.domain, c.id); got != c.want {
+			t.Errorf("unknown domain: Unreadable(%q, %q) = %v, want %v", c.domain, c.id, got, c.want)
+		}
+	}
+	if err := again.Install(testInstallation("43", "globex", "fresh")); err != nil {
+		t.Fatal(err)
+	}
+	if again.Unreadable("hooli", "") || again.Unreadable("", "43") {
+		t.Error("repaired, the organization is still reported unreadable")
+	}
+}
+
+// sealFormat1 seals in as a record of the earlier format: bound to its
+// organization only.
+func sealFormat1(t *testing.T, s *Sealer, in *Installation) []byte {
+	t.Helper()
+	plain, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead := s.keys[0]
+	ns := aead.NonceSize()
+	out := make([]byte, 1+ns)
+	out[0] = sealV1
+	return aead.Seal(out, out[1:1+ns], plain, []byte("organization:"+in.OrganizationID))
+}
+
+// failingSwaps is a store whose bulk sealing-again stores nothing.
+type failingSwaps struct{ *MemoryStore }
+
+func (failingSwaps) Swap([]Swap) (int, error) { return 0, errors.New("the store is read-only now") }
+
+// TestBookOpensFormat1OnlyWhileItsStoreIsMigrated: records of format 1
+// open in a store written before format 2 (no format recorded, no record
+// of format 2), are sealed again, and the store records format 2; then
+// a format-1 record copied in does not open, nor one in a store created at
+// format 2, nor in a store whose migration another app began.
+func TestBookOpensFormat1OnlyWhileItsStoreIsMigrated(t *testing.T) {
+	sealer, _ := NewSealer(testKey)
+	store := NewMemoryStore()
+	_ = store.Put("42", sealFormat1(t, sealer, testInstallation("42", "acme", "s42")))
+	b := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	if s, ok := b.Secret(Org{ID: "42"}); !ok || s != "s42" {
+		t.Fatal("a format-1 record of a store written before format 2 does not open")
+	}
+	if raw, _ := store.Get("42"); raw[0] != sealVersion {
+		t.Fatalf("not sealed again: format %d", raw[0])
+	}
+	if f, known, _ := store.Format(); !known || f != (Format{Version: 2}) {
+		t.Fatalf("the migrated store records %+v %v", f, known)
+	}
+	// Copied in after the migration: unreadable, at a start and at run time.
+	_ = store.Put("43", sealFormat1(t, sealer, testInstallation("43", "globex", "s43")))
+	if _, err := b.Get("43"); !errors.Is(err, ErrSealed) || !b.Unreadable("", "43") {
+		t.Fatalf("a format-1 record copied in at run time: %v", err)
+	}
+	again := newTestBookWith(t, store, BookConfig{App: "app-a", Sealer: sealer})
+	if !again.Unreadable("", "43") || again.Unreadable("", "42") {
+		t.Fatal("a format-1 record copied into a migrated store opens at a start")
+	}
+
+	// A store created at format 2 by a version that recorded no format:
+	// its format-2 records say so.
+	made := NewMemoryStore()
+	_ = made.Put("42", sealer.Bind("app-b").Seal("42", []byte(`{"organizationId":"42","appSecret":"s"}`)))
+	_ = made.Put("43", sealFormat1(t, sealer, testInstallation("43", "globex", "s43")))
+	if nb := newTestBookWith(t, made, BookConfig{App: "app-b", Sealer: sealer}); !nb.Unreadable("", "43") || nb.Unreadable("", "42") {
+		t.Fatal("a format-1 record beside format-2 ones opens")
+	}
+
+	// A migration left unfinished (the store took no record sealed again)
+	// goes on for its app only.
+	half := failingSwaps{NewMemoryStore()}
+	_ = half.Put("42", sealFormat1(t, sealer, testInstallation("42", "acme", "s42")))
+	if nb := newTestBookWith(t, half, BookConfig{App: "app-a", Sealer: sealer}); nb.Unreadable("", "42") {
+		t.Fatal("the migration's own app cannot open its store")
+	}
+	if f, _, _ := half.Format(); f.Migrating != "app-a" {
+		t.Fatalf("an unfinished migration is not recorded: %+v", f)
+	}
+	if nb := newTestBookWith(t, half, BookConfig{App: "app-a", Sealer: sealer}); nb.Unreadable("", "42") {
+		t.Fatal("an unfinished migration does not go on at the next start")
+	}
+	if nb := newTestBookWith(t, half, BookConfig{App: "app-c", Sealer: sealer}); !nb.Unreadable("", "42") {
+		t.Fatal("another app opens a format-1 record of a migration it did not begin")
+	}
+}
+
+// TestBoltStoreKeepsItsFormat: the format a file store records outlives
+// the file's closing, and is kept apart from the records.
+func TestBoltStoreKeepsItsFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "i.db")
+	s, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, known, err := s.Format(); known || err != nil {
+		t.Fatalf("a new file records a format: %v %v", known, err)
+	}
+	sealer, _ := NewSealer(testKey)
+	_ = newTestBookWith(t, s, BookConfig{App: "app-a", Sealer: sealer})
+	s.Close()
+	if s, err = OpenBolt(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	_ = s.Each(func(string, []byte) error { n++; return nil })
+	if f, known, err := s.Format(); !known || err != nil || f != (Format{Version: 2}) || n != 0 {
+		t.Fatalf("the file's format after a book opened it empty: %+v %v %v, %d records", f, known, err, n)
 	}
 }

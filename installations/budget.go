@@ -1,6 +1,7 @@
 package installations
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -26,12 +27,16 @@ const maxBudgetSources = 10000
 // with them). A call takes one unit before it asks the service and gives
 // it back when the service vouched for it: the service's own calls spend
 // nothing. Each source has PerSource units and all sources together
-// Overall, each filling up again evenly over Window. A Budget is safe for
+// Overall, each filling up again evenly over Window. Sources in the
+// exempt prefixes (the service's published addresses) spend none and are
+// never refused, so that forged calls from elsewhere cannot spend the
+// overall budget the service's own calls need. A Budget is safe for
 // concurrent use.
 type Budget struct {
 	perSource, overall float64
 	window             time.Duration
 	now                func() time.Time
+	exempt             []netip.Prefix
 
 	mu      sync.Mutex
 	sources map[string]*bucket
@@ -79,10 +84,72 @@ func (b *Budget) wait(k *bucket, size float64) time.Duration {
 	return time.Duration((1 - k.level) / size * float64(b.window))
 }
 
+// Exempt makes the sources in prefixes spend no budget, and returns b.
+// Call it before the Budget is used.
+func (b *Budget) Exempt(prefixes ...netip.Prefix) *Budget {
+	for _, p := range prefixes {
+		b.exempt = append(b.exempt, p.Masked())
+	}
+	return b
+}
+
+// sourceAddr is the address of source, with or without its port, IPv4
+// in IPv6 unmapped: a source's connections share its budget whatever
+// their ports.
+func sourceAddr(source string) (netip.Addr, bool) {
+	addr, err := netip.ParseAddr(source)
+	if err != nil {
+		ap, err := netip.ParseAddrPort(source)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		addr = ap.Addr()
+	}
+	return addr.Unmap().WithZone(""), true
+}
+
+// exempted tells whether source (an address, with or without its port)
+// is in an exempt prefix.
+func (b *Budget) exempted(source string) bool {
+	if len(b.exempt) == 0 {
+		return false
+	}
+	addr, ok := sourceAddr(source)
+	if !ok {
+		return false
+	}
+	for _, p := range b.exempt {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// Spent names the budget a refused call found spent.
+type Spent int
+
+// The budgets a call may find spent.
+const (
+	// SpentNone: the call took its unit, or is exempt.
+	SpentNone Spent = iota
+	// SpentSource: the budget of the call's source address.
+	SpentSource
+	// SpentOverall: the budget of all sources together.
+	SpentOverall
+)
+
 // Take takes one unit for a call from source. When source's budget or
-// the overall one is spent it takes nothing and says how long until a
-// unit is back.
-func (b *Budget) Take(source string) (ok bool, retry time.Duration) {
+// the overall one is spent it takes nothing, says which is spent, and
+// how long until a unit is back. A source in an exempt prefix takes
+// nothing and is never refused.
+func (b *Budget) Take(source string) (ok bool, retry time.Duration, spent Spent) {
+	if b.exempted(source) {
+		return true, 0, SpentNone
+	}
+	if a, ok := sourceAddr(source); ok {
+		source = a.String()
+	}
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -100,18 +167,24 @@ func (b *Budget) Take(source string) (ok bool, retry time.Duration) {
 	b.fill(k, b.perSource, now)
 	switch {
 	case k.level < 1:
-		return false, max(b.wait(k, b.perSource), time.Second)
+		return false, max(b.wait(k, b.perSource), time.Second), SpentSource
 	case b.all.level < 1:
-		return false, max(b.wait(&b.all, b.overall), time.Second)
+		return false, max(b.wait(&b.all, b.overall), time.Second), SpentOverall
 	}
 	k.level--
 	b.all.level--
-	return true, 0
+	return true, 0, SpentNone
 }
 
 // Refund gives back the unit a call from source took: the service
 // vouched for it.
 func (b *Budget) Refund(source string) {
+	if b.exempted(source) {
+		return // it took none
+	}
+	if a, ok := sourceAddr(source); ok {
+		source = a.String()
+	}
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()

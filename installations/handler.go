@@ -271,13 +271,17 @@ func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, o Outcome,
 	return h.cfg.Refuse(w, r, http.StatusServiceUnavailable, message)
 }
 
-// limited answers a call whose source has spent its budget of unproved
-// calls: 429, and the service is not asked.
-func (h *Handler) limited(w http.ResponseWriter, r *http.Request, ev *Event, retry time.Duration) error {
+// limited answers a call that found a budget of unproved calls spent
+// (its source's, or the overall one): 429, and the service is not asked.
+func (h *Handler) limited(w http.ResponseWriter, r *http.Request, ev *Event, retry time.Duration, spent Spent) error {
 	h.cfg.Report(Limited, ev.OrganizationID, nil)
 	w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+	if spent == SpentOverall {
+		return h.cfg.Refuse(w, r, http.StatusTooManyRequests, fmt.Sprintf("Too many %s calls that the service did not confirm came from all addresses together: "+
+			"the overall budget of unconfirmed calls is spent; try again later.", ev.Kind))
+	}
 	return h.cfg.Refuse(w, r, http.StatusTooManyRequests,
-		fmt.Sprintf("Too many %s calls that the service did not confirm came from this address; try again later.", ev.Kind))
+		fmt.Sprintf("Too many %s calls that the service did not confirm came from this address: its budget of unconfirmed calls is spent; try again later.", ev.Kind))
 }
 
 func (h *Handler) installed(w http.ResponseWriter, r *http.Request, next Next, ev *Event) error {
@@ -292,8 +296,8 @@ func (h *Handler) installed(w http.ResponseWriter, r *http.Request, next Next, e
 		return h.tell(w, r, next, Installed, in, time.Time{}, nil)
 	}
 	source := h.cfg.Source(r)
-	if ok, retry := h.cfg.Budget.Take(source); !ok {
-		return h.limited(w, r, ev, retry)
+	if ok, retry, spent := h.cfg.Budget.Take(source); !ok {
+		return h.limited(w, r, ev, retry, spent)
 	}
 	in, o, err := h.prove(r.Context(), ev)
 	if o == Unreachable {
@@ -404,8 +408,8 @@ func (h *Handler) paid(w http.ResponseWriter, r *http.Request, next Next, ev *Ev
 			"The gateway cannot confirm payments with the service.")
 	}
 	source := h.cfg.Source(r)
-	if ok, retry := h.cfg.Budget.Take(source); !ok {
-		return h.limited(w, r, ev, retry)
+	if ok, retry, spent := h.cfg.Budget.Take(source); !ok {
+		return h.limited(w, r, ev, retry, spent)
 	}
 	in, c, err := h.confirm(r.Context(), e)
 	if err != nil {

@@ -63,6 +63,9 @@ func (k KeyState) String() string { return names.Of(keyStateNames[:], k, "key st
 type Sealer struct {
 	keys []cipher.AEAD // keys[0] seals; every one opens
 	app  string
+	// noV1: records of the earlier format do not open (see Book: only
+	// while a store written before format 2 is migrated do they).
+	noV1 bool
 }
 
 // NewSealer derives the sealing key from key and the opening keys from key
@@ -106,7 +109,13 @@ func deriveAEAD(key []byte) (cipher.AEAD, error) {
 // Bind returns a Sealer with the same keys whose records are bound to app
 // (its client id) as well as to their organization.
 func (s *Sealer) Bind(app string) *Sealer {
-	return &Sealer{keys: s.keys, app: app}
+	return &Sealer{keys: s.keys, app: app, noV1: s.noV1}
+}
+
+// withV1 returns a Sealer with the same keys and app that opens records
+// of the earlier format, or, when open is false, does not.
+func (s *Sealer) withV1(open bool) *Sealer {
+	return &Sealer{keys: s.keys, app: s.app, noV1: !open}
 }
 
 // Seal returns plaintext sealed for organization under the current key: a
@@ -131,7 +140,7 @@ func (s *Sealer) Open(organization string, sealed []byte) ([]byte, error) {
 // KeyRetired for a retired key or the earlier format, which are to be
 // sealed again.
 func (s *Sealer) OpenState(organization string, sealed []byte) ([]byte, KeyState, error) {
-	if len(sealed) == 0 || (sealed[0] != sealVersion && sealed[0] != sealV1) {
+	if len(sealed) == 0 || (sealed[0] != sealVersion && (sealed[0] != sealV1 || s.noV1)) {
 		return nil, KeyNone, ErrSealed
 	}
 	ad := s.additionalData(sealed[0], organization)

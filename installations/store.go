@@ -3,6 +3,7 @@ package installations
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -62,10 +63,38 @@ type Swap struct {
 	Old, New     []byte
 }
 
+// Format is what a store records of the format of its records, beside
+// them (see Formats).
+type Format struct {
+	// Version is the format the store was created at, or migrated to:
+	// 2 for every store this version writes.
+	Version int `json:"version"`
+	// Migrating is the client id of the app whose records of the
+	// earlier format (1) were still being sealed again when the store
+	// was last opened; empty once none is left. Only then, and only for
+	// that app, does a record of format 1 open.
+	Migrating string `json:"migrating,omitempty"`
+}
+
+// Formats is a Store that records the format of its records. A store
+// without it opens no record of format 1.
+type Formats interface {
+	// Format returns what the store recorded, and false when it has
+	// recorded nothing (a store written before format 2, or empty).
+	Format() (f Format, known bool, err error)
+	// SetFormat records f.
+	SetFormat(f Format) error
+}
+
 // ErrNotFound is an organization with no installation.
 var ErrNotFound = errors.New("no installation for this organization")
 
-var bucketInstallations = []byte("installations")
+var (
+	bucketInstallations = []byte("installations")
+	// bucketFormat holds the store's Format, under keyFormat.
+	bucketFormat = []byte("format")
+	keyFormat    = []byte("format")
+)
 
 // BoltStore is a Store in one bbolt file: each Put and Delete is synced to
 // disk before it returns, so a killed process keeps every installation it
@@ -154,6 +183,38 @@ func (s *BoltStore) Swap(records []Swap) (int, error) {
 	return n, nil
 }
 
+// Format implements Formats.
+func (s *BoltStore) Format() (f Format, known bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketFormat)
+		if b == nil {
+			return nil
+		}
+		raw := b.Get(keyFormat)
+		if raw == nil {
+			return nil
+		}
+		known = true
+		return json.Unmarshal(raw, &f)
+	})
+	if err != nil {
+		return Format{}, false, fmt.Errorf("reading the installations store's format: %w", err)
+	}
+	return f, known, nil
+}
+
+// SetFormat implements Formats.
+func (s *BoltStore) SetFormat(f Format) error {
+	raw, _ := json.Marshal(f)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketFormat)
+		if err != nil {
+			return err
+		}
+		return b.Put(keyFormat, raw)
+	})
+}
+
 // Close implements Store.
 func (s *BoltStore) Close() error { return s.db.Close() }
 
@@ -162,6 +223,7 @@ func (s *BoltStore) Close() error { return s.db.Close() }
 type MemoryStore struct {
 	mu      sync.Mutex
 	records map[string][]byte
+	format  *Format
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -222,6 +284,24 @@ func (s *MemoryStore) Swap(records []Swap) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Format implements Formats.
+func (s *MemoryStore) Format() (Format, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.format == nil {
+		return Format{}, false, nil
+	}
+	return *s.format, true, nil
+}
+
+// SetFormat implements Formats.
+func (s *MemoryStore) SetFormat(f Format) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.format = &f
+	return nil
 }
 
 // Close implements Store.

@@ -157,16 +157,16 @@ func (c *Checker) CheckHeaders(h http.Header) (Delivery, *Refusal) {
 	default:
 		return d, refuseTwoSignatures
 	}
-	if !c.chooseSecrets(&d, h) {
+	switch ok, unreadable := c.chooseSecrets(&d, h); {
+	case !ok:
 		return d, refuseTwoOrgs
+	case unreadable:
+		return d, refuseInstallationUnreadable
 	}
 	if d.verifier == nil {
 		// No secret applies to this organization: nothing the body holds
 		// could pass.
 		if c.Installations != nil {
-			if u, ok := c.Installations.(UnreadableInstallations); ok && u.Unreadable(h.Get(HeaderDomain), h.Get(HeaderOrgID)) {
-				return d, refuseInstallationUnreadable
-			}
 			return d, refuseNotInstalled
 		}
 		return d, refuseMismatch
@@ -178,7 +178,8 @@ func (c *Checker) CheckHeaders(h http.Header) (Delivery, *Refusal) {
 // names: by X-Service-Domain when present, else by X-Service-Id; the
 // app-wide secrets when the organization is not in the secrets file. It
 // reports false when either header is repeated, since then it is not
-// clear which organization signed.
+// clear which organization signed, and unreadable when the organization
+// has an installation that cannot be read (see chooseInstallation).
 //
 // It also decides what becomes of the organization headers. A header is
 // vouched for by the signature when the secrets that verify it are the
@@ -187,17 +188,19 @@ func (c *Checker) CheckHeaders(h http.Header) (Delivery, *Refusal) {
 // file lists both the domain and the id under different secrets, the
 // delivery is refused; any other header not vouched for is removed before
 // the app sees it.
-func (c *Checker) chooseSecrets(d *Delivery, h http.Header) bool {
+func (c *Checker) chooseSecrets(d *Delivery, h http.Header) (ok, unreadable bool) {
 	domains, ids := h[HeaderDomain], h[HeaderOrgID]
 	if len(domains) > 1 || len(ids) > 1 {
-		return false
+		return false, false
 	}
-	if c.Installations != nil && c.chooseInstallation(d, h) {
-		return true
+	if c.Installations != nil {
+		if installed, unreadable := c.chooseInstallation(d, h); installed || unreadable {
+			return true, unreadable
+		}
 	}
 	if c.File == nil {
 		d.verifier = c.AppWide
-		return true
+		return true, false
 	}
 	var domain, id string
 	if len(domains) == 1 {
@@ -232,7 +235,7 @@ func (c *Checker) chooseSecrets(d *Delivery, h http.Header) bool {
 	}
 	d.dropDomain = domain != "" && !vouched(byDomain)
 	d.dropID = id != "" && !vouched(byID)
-	return true
+	return true, false
 }
 
 // CheckBody checks the body of a delivery that passed CheckHeaders (read

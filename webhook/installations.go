@@ -36,10 +36,15 @@ var refuseNotInstalled = &Refusal{http.StatusForbidden, ReasonForbidden,
 	"The app is not installed for the organization of this delivery (X-Service-Domain or X-Service-Id): it was never installed, or it was uninstalled."}
 
 // chooseInstallation chooses the secret of the organization's
-// installation, named as chooseSecrets names it, and reports whether it
-// has one. A delivery whose other organization header names another
-// organization is refused as naming two.
-func (c *Checker) chooseInstallation(d *Delivery, h http.Header) bool {
+// installation and reports whether the delivery names an organization
+// that has one: by X-Service-Domain, by X-Service-Id, or by both. An
+// organization with an installation is verified with its installation's
+// secret only, never the app-wide one: one found by either header is
+// chosen, and a delivery whose other header names another organization
+// is refused as naming two. One whose installation is stored but cannot be
+// read is verified against nothing else: it is refused for now
+// (unreadable), whatever the app-wide secrets say.
+func (c *Checker) chooseInstallation(d *Delivery, h http.Header) (installed, unreadable bool) {
 	var domain, id string
 	if v := h[HeaderDomain]; len(v) == 1 {
 		domain = v[0]
@@ -48,13 +53,19 @@ func (c *Checker) chooseInstallation(d *Delivery, h http.Header) bool {
 		id = v[0]
 	}
 	if domain == "" && id == "" {
-		return false
+		return false, false
 	}
-	v, instID, instDomain, ok := c.Installations.Installation(domain, id)
+	if u, ok := c.Installations.(UnreadableInstallations); ok && u.Unreadable(domain, id) {
+		return false, true
+	}
+	v, instID, instDomain, ok := c.Installations.Installation(domain, "")
 	if !ok {
-		return false
+		v, instID, instDomain, ok = c.Installations.Installation("", id)
+	}
+	if !ok {
+		return false, false
 	}
 	d.verifier = v
 	d.differ = (id != "" && id != instID) || (domain != "" && domain != instDomain)
-	return true
+	return true, false
 }

@@ -62,3 +62,49 @@ func TestCheckerInstallations(t *testing.T) {
 		})
 	}
 }
+
+// unreadableToo is installed, with organizations whose records do not
+// open, named by id or by domain.
+type unreadableToo struct {
+	installed
+	ids, domains map[string]bool
+}
+
+func (u unreadableToo) Unreadable(domain, id string) bool { return u.ids[id] || u.domains[domain] }
+
+// TestCheckerInstallationsUnreadableOrNamedByEither: an organization whose
+// record does not open gets 503 however the delivery names it and
+// whatever the app-wide secrets say; an installed one named by either
+// header is verified with its installation's secret only.
+func TestCheckerInstallationsUnreadableOrNamedByEither(t *testing.T) {
+	orgs := unreadableToo{
+		installed: installed{"acme": {"42", "acme.example", "secret-of-acme"}},
+		ids:       map[string]bool{"43": true},
+		domains:   map[string]bool{"globex.example": true},
+	}
+	appWide, _ := signature.NewVerifier("app-wide")
+	for _, tt := range []struct {
+		name, domain, id, secret string
+		status                   int // 0: passes
+	}{
+		{"unreadable by id, app-wide secret", "", "43", "app-wide", http.StatusServiceUnavailable},
+		{"unreadable by domain, app-wide secret", "globex.example", "", "app-wide", http.StatusServiceUnavailable},
+		{"unreadable by both", "globex.example", "43", "secret-of-globex", http.StatusServiceUnavailable},
+		{"unreadable id beside an installed domain", "acme.example", "43", "secret-of-acme", http.StatusServiceUnavailable},
+		{"installed by id, unknown domain, app-wide secret", "initech.example", "42", "app-wide", http.StatusUnauthorized},
+		{"installed by id, unknown domain, its own secret", "initech.example", "42", "secret-of-acme", http.StatusForbidden},
+		{"installed by id alone, app-wide secret", "", "42", "app-wide", http.StatusUnauthorized},
+		{"no installation, app-wide secret", "initech.example", "45", "app-wide", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Checker{Installations: orgs, AppWide: appWide}
+			_, refusal := checkDelivery(c, tt.secret, tt.domain, tt.id)
+			switch {
+			case tt.status == 0 && refusal != nil:
+				t.Fatalf("refused %d: %s", refusal.Status, refusal.Message)
+			case tt.status != 0 && (refusal == nil || refusal.Status != tt.status):
+				t.Fatalf("got %+v, want %d", refusal, tt.status)
+			}
+		})
+	}
+}
