@@ -149,10 +149,10 @@ func TestRulesByURL(t *testing.T) {
 		t.Errorf("stringsUrl: %q %v", reason, ans.strs)
 	}
 	for body, want := range map[string]string{
-		`{"data":{"stringsUrl":"` + srv.URL + `/dup.ndjson"}}`:  `by URL, the answer breaks the contract: string "a" (number 2) has the identifier of an earlier string`,
-		`{"data":{"stringsUrl":"` + srv.URL + `/bad.ndjson"}}`:  "data.stringsUrl is not new-line delimited JSON of string records: line 1 is not a JSON object",
-		`{"data":{"stringsUrl":"` + srv.URL + `/gone"}}`:        "data.stringsUrl answered 404, not 200 with the payload",
-		`{"data":{"stringsUrl":"file:///etc/passwd"}}`:          "data.stringsUrl is not an http or https address",
+		`{"data":{"stringsUrl":"` + srv.URL + `/dup.ndjson"}}`:                                         `by URL, the answer breaks the contract: string "a" (number 2) has the identifier of an earlier string`,
+		`{"data":{"stringsUrl":"` + srv.URL + `/bad.ndjson"}}`:                                         "data.stringsUrl is not new-line delimited JSON of string records: line 1 is not a JSON object",
+		`{"data":{"stringsUrl":"` + srv.URL + `/gone"}}`:                                               "data.stringsUrl answered 404, not 200 with the payload",
+		`{"data":{"stringsUrl":"file:///etc/passwd"}}`:                                                 "data.stringsUrl is not an http or https address",
 		`{"data":{"stringsUrl":"` + srv.URL + `/plural.json","previewUrl":"` + srv.URL + `/preview"}}`: `the answer has a preview, and string "a" (number 1) has plurals`,
 	} {
 		if _, reason := p.judgeJob(context.Background(), parse, answered(200, body)); !strings.Contains(reason, want) {

@@ -382,11 +382,11 @@ func TestConformanceListAndOnly(t *testing.T) {
 	}
 
 	for glob, n := range map[string]int{
-		"webhook/*/delivery/*":                 3,
-		"*/*/*/content":                        1,
+		"webhook/*/delivery/*":                  3,
+		"*/*/*/content":                         1,
 		"custom-file-format/lines/build-file/*": 4,
-		"*/hook/*/bulk":                        1,
-		"lifecycle/*/*/*":                      3,
+		"*/hook/*/bulk":                         1,
+		"lifecycle/*/*/*":                       3,
 	} {
 		o.Only = glob
 		rep, err := Run(context.Background(), o)
