@@ -15,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
 	"github.com/servicegate/servicegate/cli"
 	"github.com/servicegate/servicegate/cli/conformance"
 )
@@ -220,5 +224,34 @@ func TestConformanceDemoE2E(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "the report is in "+out) {
 		t.Errorf("stdout: %s", stdout.String())
+	}
+}
+
+// BenchmarkConformanceDemo is the whole run on the demo behind its
+// gateway, as Caddyfile.example configures it (the slow module cut off
+// after 5 seconds) and the README runs it: the target is under 30 s.
+//
+//	go test -run '^$' -bench BenchmarkConformanceDemo -benchtime 1x ./caddymodule
+func BenchmarkConformanceDemo(b *testing.B) {
+	app := startDemoApp(b)
+	cfg, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt(
+		[]byte(e2eGlobal()+strings.ReplaceAll(demoSites(app, "5s"), "{port}", strconv.Itoa(e2eHTTPPort))), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = caddy.Stop() })
+	o := demoConformance()
+	o.Timeout = 2 * time.Minute
+	for b.Loop() {
+		rep, err := conformance.Run(context.Background(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Summary.Failed != len(demoFailures) {
+			b.Fatalf("%+v", rep.Summary)
+		}
 	}
 }
