@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/servicegate/servicegate/cli"
 	"github.com/servicegate/servicegate/cli/conformance"
@@ -252,6 +253,31 @@ func BenchmarkConformanceDemo(b *testing.B) {
 		}
 		if rep.Summary.Failed != len(demoFailures) {
 			b.Fatalf("%+v", rep.Summary)
+		}
+	}
+}
+
+// TestCIExamplesRunConformance: the CI files of examples/ci are YAML and
+// run caddy service-app conformance with flags it takes, as JUnit.
+func TestCIExamplesRunConformance(t *testing.T) {
+	for _, name := range []string{"github-actions.yml", "gitlab-ci.yml"} {
+		raw, err := os.ReadFile(filepath.Join("..", "examples", "ci", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal(raw, &doc); err != nil {
+			t.Fatalf("%s is not YAML: %v", name, err)
+		}
+		_, line, ok := strings.Cut(string(raw), "./caddy service-app conformance ")
+		if !ok {
+			t.Fatalf("%s does not run caddy service-app conformance", name)
+		}
+		line, _, _ = strings.Cut(line, "\n")
+		fl := parsedFlags(t, serviceAppConformanceFlags(), strings.Fields(line)...)
+		c, err := conformanceOptions(fl)
+		if err != nil || c.Format != "junit" || c.Output == "" {
+			t.Errorf("%s: %+v %v", name, c, err)
 		}
 	}
 }
