@@ -1,10 +1,13 @@
 package caddymodule
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -278,6 +281,74 @@ func TestCIExamplesRunConformance(t *testing.T) {
 		c, err := conformanceOptions(fl)
 		if err != nil || c.Format != "junit" || c.Output == "" {
 			t.Errorf("%s: %+v %v", name, c, err)
+		}
+	}
+}
+
+// TestConformanceConsoleE2E: the console's Conformance section (POST
+// /emulator/api/conformance) runs the same cases through the gateway
+// against the demo app, streaming them as they end, and each case's calls
+// show in the console's log.
+func TestConformanceConsoleE2E(t *testing.T) {
+	app := startDemoApp(t)
+	startCaddy(t, demoSites(app, "2s"))
+	sample, err := os.ReadFile("../examples/demoapp/samples/strings.kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"organization": "acme.example", "secret": cli.DemoAppSecret, "timeout": "20s",
+		"files": []map[string]any{{"module": "kv-format", "name": "strings.kv", "content": sample}}})
+	resp, err := http.Post(emulatorAPI("conformance"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		raw, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	var cases []conformance.Result
+	var report *conformance.Report
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Case   *conformance.Result
+			Report *conformance.Report
+			Error  *string
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("%v: %s", err, sc.Bytes())
+		}
+		switch {
+		case line.Case != nil:
+			if report != nil {
+				t.Errorf("a case after the report: %+v", line.Case)
+			}
+			cases = append(cases, *line.Case)
+		case line.Report != nil:
+			report = line.Report
+		default:
+			t.Fatalf("the run failed: %v", *line.Error)
+		}
+	}
+	if report == nil || len(cases) != len(report.Cases) || report.Summary.Failed != 0 || report.Summary.Passed != 21 {
+		t.Fatalf("%d cases streamed, report %+v", len(cases), report)
+	}
+	for _, c := range cases {
+		if c.Status == conformance.Skipped && c.Module == "kv-format" {
+			t.Errorf("%s skipped: %s", c.ID, c.Reason)
+		}
+	}
+	var calls []consoleItem
+	consoleCall(t, "GET", "calls?organization=acme.example", "", &calls)
+	kinds := map[string]int{}
+	for _, c := range calls {
+		kinds[c.Kind]++
+	}
+	for _, k := range []string{"parse-file", "build-file", "file-pre-export", "delivery", "installed", "subscription_paid", "uninstall"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s call in the log: %v", k, kinds)
 		}
 	}
 }

@@ -173,6 +173,7 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 		cfg.Console = emulator.ConsoleConfig{Off: c.Off, Keep: c.Keep, App: repl.ReplaceKnown(c.App, "")}
 	}
 	cfg.Console.Gateway = emulatorVerdicts
+	cfg.Console.Conformance = emulatorConformance
 	for _, org := range m.Organizations {
 		if err := checkAddress("organization "+org.Domain+": unpaid", org.SubscribeLink, anyURL); err != nil {
 			return fmt.Errorf("service_emulator: %w", err)

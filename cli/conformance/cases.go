@@ -355,6 +355,7 @@ func (p *plan) sendJob(ctx context.Context, kind string, m descriptor.Module, jo
 		job.SetSentStrings(uniqIDs(o.Strings))
 	}
 	header := http.Header{"User-Agent": {"Service-Module"}}
+	ctx = emulator.MarkCall(ctx, jobType, p.o.Domain, m.Key)
 	return p.post(ctx, p.app+m.URL, header, body, served...), job, ""
 }
 
@@ -441,7 +442,7 @@ func (p *plan) deliver(ctx context.Context, w descriptor.Webhook, events []strin
 		"X-Service-Signature": {emulator.SignDelivery(body, p.o.Secret)},
 		"X-Module-Key":        {w.Key},
 	}
-	ex := p.post(ctx, p.app+w.URL, header, body)
+	ex := p.post(emulator.MarkCall(ctx, "delivery", p.o.Domain, w.Key), p.app+w.URL, header, body)
 	reason := judgeAck(ex)
 	if ex.answered && ex.status == http.StatusUnauthorized && reason != "" {
 		reason += " (the delivery was signed with the secret of --secret: is it the app's?)"
@@ -487,14 +488,8 @@ func (p *plan) lifecycle(ctx context.Context, event, url string) outcome {
 		app := &exchange{answered: true, status: a.Status, answer: []byte(a.Answer)}
 		return outcome{reason: judgeAck(app), ex: ex}
 	}
-	body := p.toldBody(event)
-	return outcome{reason: "", ex: nil}.with(p.post(ctx, url, nil, body))
-}
-
-// with judges ex as the answer to a call to acknowledge.
-func (o outcome) with(ex *exchange) outcome {
-	o.ex, o.reason = ex, judgeAck(ex)
-	return o
+	ex := p.post(emulator.MarkCall(ctx, event, p.o.Domain, ""), url, nil, p.toldBody(event))
+	return outcome{reason: judgeAck(ex), ex: ex}
 }
 
 // toldBody is a lifecycle call as the gateway tells the app of it: what

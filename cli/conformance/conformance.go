@@ -65,6 +65,10 @@ type Options struct {
 	// custom-file-format modules the file is for; without it, the
 	// modules whose signaturePatterns match the file.
 	Files []string
+	// Sources are source files given by their bytes rather than a path,
+	// each for the modules Module (a glob) names, or else for those
+	// whose signaturePatterns match it.
+	Sources []Source
 	// Only selects the cases whose id matches this glob, each * within
 	// one /-separated part (path.Match); empty runs every case.
 	Only string
@@ -84,6 +88,13 @@ type Options struct {
 	// Client makes every call; nil is a plain client. Its Timeout is
 	// replaced by Timeout.
 	Client *http.Client
+}
+
+// Source is a source file of Options.Sources.
+type Source struct {
+	Module  string
+	Name    string
+	Content []byte
 }
 
 // StartError is a run that could not start: the app unreachable, the
@@ -310,7 +321,7 @@ func newPlan(ctx context.Context, o Options, serve bool) (*plan, error) {
 	if err := p.loadDescriptor(ctx); err != nil {
 		return nil, err
 	}
-	files, err := p.readFiles(o.Files)
+	files, err := p.readFiles(o.Files, o.Sources)
 	if err != nil {
 		return nil, err
 	}

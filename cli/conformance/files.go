@@ -21,12 +21,27 @@ type sourceFile struct {
 	content []byte
 }
 
-// readFiles reads the --file arguments and gives each custom-file-format
-// module its file: by the module key (a glob) before "=", else by the
-// modules' signaturePatterns. A later file for the same module replaces
-// an earlier one.
-func (p *plan) readFiles(args []string) (map[string]*sourceFile, error) {
+// readFiles reads the --file arguments and the sources given by their
+// bytes, and gives each custom-file-format module its file: by the module
+// key (a glob) before "=", else by the modules' signaturePatterns. A
+// later file for the same module replaces an earlier one.
+func (p *plan) readFiles(args []string, sources []Source) (map[string]*sourceFile, error) {
 	files := make(map[string]*sourceFile)
+	give := func(keys []string, f *sourceFile, what string) error {
+		if len(f.content) > MaxInline {
+			return startErr("%s is %d bytes, over the 5 MB a job may carry", what, len(f.content))
+		}
+		if keys == nil {
+			keys = p.matchingModules(f)
+			if len(keys) == 0 {
+				return startErr("%s matches the signaturePatterns of no custom-file-format module: name its module, --file <module key>=%s", what, f.path)
+			}
+		}
+		for _, k := range keys {
+			files[k] = f
+		}
+		return nil
+	}
 	for _, arg := range args {
 		keys, file, err := p.fileModules(arg)
 		if err != nil {
@@ -36,18 +51,21 @@ func (p *plan) readFiles(args []string) (map[string]*sourceFile, error) {
 		if err != nil {
 			return nil, startErr("--file %s could not be read: %v", file, errors.Unwrap(err))
 		}
-		if len(content) > MaxInline {
-			return nil, startErr("--file %s is %d bytes, over the 5 MB a job may carry", file, len(content))
+		if err := give(keys, &sourceFile{path: file, name: filepath.Base(file), content: content}, "--file "+file); err != nil {
+			return nil, err
 		}
-		f := &sourceFile{path: file, name: filepath.Base(file), content: content}
-		if keys == nil {
-			keys = p.matchingModules(f)
-			if len(keys) == 0 {
-				return nil, startErr("--file %s matches the signaturePatterns of no custom-file-format module: name its module, --file <module key>=%s", file, file)
+	}
+	for _, src := range sources {
+		var keys []string
+		if src.Module != "" {
+			var err error
+			if keys, _, err = p.fileModules(src.Module + "=" + src.Name); err != nil {
+				return nil, err
 			}
 		}
-		for _, k := range keys {
-			files[k] = f
+		f := &sourceFile{path: src.Name, name: filepath.Base(src.Name), content: src.Content}
+		if err := give(keys, f, "the file "+src.Name); err != nil {
+			return nil, err
 		}
 	}
 	return files, nil
