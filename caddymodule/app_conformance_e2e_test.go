@@ -214,7 +214,7 @@ func TestConformanceDemoE2E(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]string{
-		"custom-file-format/kv-format-buggy/parse-file/content":                `answered 502 with the message "The app's answer to a parse-file job breaks the service's contract: string \"greeting\" (number 2) has the identifier of an earlier string`,
+		"custom-file-format/kv-format-buggy/parse-file/content":                `answered 502 with the message: The app's answer to a parse-file job breaks the service's contract: string "greeting" (number 2) has the identifier of an earlier string`,
 		"custom-file-format/kv-format-slow/parse-file/content":                 "answered 504",
 		"custom-file-format/kv-format-huge/build-file/round-trip-translations": `string "key0" was built with the translation "uk: AAAA`,
 	} {

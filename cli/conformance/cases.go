@@ -13,12 +13,8 @@ import (
 	"github.com/servicegate/servicegate/emulator"
 )
 
-// The cases of each kind, in the order they are listed.
-var (
-	parseCases = []string{"content", "content-url", "translation-content", "translation-content-url", "empty", "bom", "crlf", "repeated"}
-	buildCases = []string{"strings", "strings-url", "round-trip-translations", "round-trip-source"}
-	preCases   = []string{"strings", "strings-url", "no-strings"}
-)
+// preCases are the cases of a file-pre-export module, in order.
+var preCases = []string{"strings", "strings-url", "no-strings"}
 
 // cases are every case of the descriptor, in order: the file formats,
 // the pre-exports, the webhooks, the lifecycle events.

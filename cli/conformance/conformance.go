@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -422,14 +421,4 @@ func isGateway(ctx context.Context, client *http.Client, app string) bool {
 	}
 	body, _ := readCapped(resp.Body, 64<<10)
 	return jsonUnmarshal(body, &h) == nil && h.Status != nil && h.Checks != nil
-}
-
-// sortedKeys are the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

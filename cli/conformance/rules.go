@@ -48,7 +48,7 @@ func judgeStatus(status int, body []byte) string {
 		return ""
 	}
 	if msg := errorMessage(body); msg != "" {
-		return fmt.Sprintf("answered %d with the message %q", status, clip(msg, 300))
+		return fmt.Sprintf("answered %d with the message: %s", status, oneLine(msg))
 	}
 	return fmt.Sprintf("answered %d without error.message (the service shows its user that message): %s", status, summary(body))
 }
@@ -141,7 +141,7 @@ func (p *plan) judgeJob(ctx context.Context, job *contract.Job, ex *exchange) (j
 		return jobAnswer{}, breachReason(err)
 	}
 	if ans.AppError {
-		return jobAnswer{}, fmt.Sprintf("answered with an error for a valid job: %q", clip(errorMessage(ex.answer), 300))
+		return jobAnswer{}, "answered with an error for a valid job: " + oneLine(errorMessage(ex.answer))
 	}
 	return p.readData(ctx, job, ex.answer)
 }
@@ -330,7 +330,7 @@ func judgeAck(ex *exchange) string {
 		return ""
 	}
 	if msg := errorMessage(ex.answer); msg != "" {
-		return fmt.Sprintf("answered %d, not 2xx: %q", ex.status, clip(msg, 300))
+		return fmt.Sprintf("answered %d, not 2xx, with the message: %s", ex.status, oneLine(msg))
 	}
 	return fmt.Sprintf("answered %d, not 2xx: %s", ex.status, summary(ex.answer))
 }
@@ -372,6 +372,11 @@ func describe(v any, ok bool) string {
 func quoteIdent(s map[string]any) string {
 	id, _ := s["identifier"].(string)
 	return strconv.Quote(clip(id, 80))
+}
+
+// oneLine is an app's message on one line, at most 300 characters.
+func oneLine(msg string) string {
+	return clip(strings.Join(strings.Fields(msg), " "), 300)
 }
 
 // summary is the start of an answer, on one line, for a reason.

@@ -61,7 +61,7 @@ func TestRules(t *testing.T) {
 			&exchange{answered: true, status: 200, size: MaxInline + 1, answer: []byte(`{"data":{"strings":[]}}`)},
 			"the answer is 5.0 MB inline, over the 5 MB the service takes: an answer this large must go by URL (data.stringsUrl)"},
 		{"2xx", parse, answered(201, `{"data":{"strings":[]}}`), answered(500, `{"error":{"message":"Down."}}`),
-			`answered 500 with the message "Down."`},
+			"answered 500 with the message: Down."},
 		{"a refusal says why", parse, answered(200, `{"data":{"strings":[]}}`), answered(502, `Bad Gateway`),
 			`answered 502 without error.message (the service shows its user that message): "Bad Gateway"`},
 		{"JSON", parse, answered(200, `{"data":{"strings":[]}}`), answered(200, `<html>`),
@@ -69,7 +69,7 @@ func TestRules(t *testing.T) {
 		{"data or error.message", parse, answered(200, `{"data":{"strings":[]}}`), answered(200, `{"result":[]}`),
 			"the answer breaks the contract: it has neither data nor error.message"},
 		{"a valid file parses", parse, answered(200, `{"data":{"strings":[]}}`), answered(200, `{"error":{"message":"No."}}`),
-			`answered with an error for a valid job: "No."`},
+			"answered with an error for a valid job: No."},
 		{"unique identifiers", parse, answered(200, `{"data":{"strings":[{"identifier":"a","text":"b"},{"identifier":"c","text":"d"}]}}`),
 			answered(200, `{"data":{"strings":[{"identifier":"a","text":"b"},{"identifier":"a","text":"d"}]}}`),
 			`the answer breaks the contract: string "a" (number 2) has the identifier of an earlier string`},
@@ -178,7 +178,7 @@ func TestFormRules(t *testing.T) {
 		{answered(200, `{"data":{"strings":[{"identifier":"a","text":"b"},{"identifier":"a","text":"b"}]}}`), ""}, // a string rule
 		{answered(413, `{"error":{"message":"Too large."}}`), ""},
 		{answered(400, `bad`), `answered 400 without error.message: a refusal says why in error.message, which the service shows its user ("bad")`},
-		{answered(500, `{"error":{"message":"Oops."}}`), `answered 500 with the message "Oops."`},
+		{answered(500, `{"error":{"message":"Oops."}}`), "answered 500 with the message: Oops."},
 		{answered(200, `not json`), "the answer breaks the contract: it is not a JSON object"},
 		{answered(200, `{"data":{}}`), "the answer breaks the contract: data has neither strings nor stringsUrl"},
 		{&exchange{err: errors.New("connection refused"), timeout: time.Second}, "no answer: connection refused"},
@@ -241,7 +241,7 @@ func TestComparisonRules(t *testing.T) {
 	if r := judgeAck(answered(204, "")); r != "" {
 		t.Errorf("2xx: %s", r)
 	}
-	if r := judgeAck(answered(401, `{"error":{"message":"The signature of the delivery does not match its body."}}`)); r != `answered 401, not 2xx: "The signature of the delivery does not match its body."` {
+	if r := judgeAck(answered(401, `{"error":{"message":"The signature of the delivery does not match its body."}}`)); r != "answered 401, not 2xx, with the message: The signature of the delivery does not match its body." {
 		t.Errorf("401: %s", r)
 	}
 }
