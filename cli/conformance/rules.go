@@ -291,7 +291,7 @@ func roundTripTranslations(sent, back []map[string]any, targets []string) string
 			}
 			if !ok || !bytes.Equal(mustJSON(want), mustJSON(got)) {
 				return fmt.Sprintf("string %s was built with the translation %s into %s and parses back with %s", strconv.Quote(clip(id, 80)),
-					clip(string(mustJSON(want)), 120), lang, describe(got, ok))
+					clip(string(mustJSON(want)), 40), lang, describe(got, ok))
 			}
 		}
 	}
@@ -311,7 +311,7 @@ func roundTripSource(sent, back []map[string]any) string {
 		}
 		if !bytes.Equal(mustJSON(s["text"]), mustJSON(b["text"])) {
 			return fmt.Sprintf("string %s was built with the text %s and parses back with %s", strconv.Quote(clip(id, 80)),
-				clip(string(mustJSON(s["text"])), 120), clip(string(mustJSON(b["text"])), 120))
+				clip(string(mustJSON(s["text"])), 40), clip(string(mustJSON(b["text"])), 40))
 		}
 	}
 	if len(back) != len(sent) {
@@ -366,7 +366,7 @@ func describe(v any, ok bool) string {
 	if !ok {
 		return "none"
 	}
-	return clip(string(mustJSON(v)), 120)
+	return clip(string(mustJSON(v)), 40)
 }
 
 func quoteIdent(s map[string]any) string {
