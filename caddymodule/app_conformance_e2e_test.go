@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -350,5 +351,48 @@ func TestConformanceConsoleE2E(t *testing.T) {
 		if kinds[k] == 0 {
 			t.Errorf("no %s call in the log: %v", k, kinds)
 		}
+	}
+}
+
+// TestConformanceCommandExitCodes: caddy service-app conformance, run as
+// the binary runs it, exits 0 when every case passed, 1 when one failed,
+// 2 when the run could not start, with one plain line on stderr then.
+func TestConformanceCommandExitCodes(t *testing.T) {
+	app := httptest.NewServer(&webhookApp{secret: cli.DemoAppSecret, status: http.StatusOK})
+	defer app.Close()
+	desc := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(desc, []byte(`{"modules":{"webhook":[{"key":"events-hook","url":"/webhooks","events":["project.translated"]}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"service-app", "conformance", "--app", app.URL, "--descriptor", desc}
+	report := filepath.Join(t.TempDir(), "report.xml")
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"passed", base, 0, ": 2 passed, 0 failed, 0 skipped in ", ""},
+		{"list", append(base, "--list"), 0, "webhook/events-hook/delivery/project.translated\nwebhook/events-hook/delivery/bulk\n", ""},
+		{"failed", append(base, "--secret", "not-the-apps", "--format", "junit", "--output", report), 1, ": 0 passed, 2 failed, 0 skipped in ", ""},
+		{"no app", []string{"service-app", "conformance"}, 2, "", "caddy service-app conformance: --app is required"},
+		{"bad timeout", append(base, "--timeout", "soon"), 2, "", `caddy service-app conformance: --timeout "soon" is not a positive duration`},
+		{"bad format", append(base, "--format", "yaml"), 2, "", `caddy service-app conformance: --format "yaml" is not one of text, json, junit, markdown`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCommand(t, tt.args...)
+			if code != tt.code || !strings.Contains(stdout, tt.stdout) || !strings.HasPrefix(stderr, tt.stderr) ||
+				(tt.stderr == "") != (stderr == "") || strings.Count(stderr, "\n") > 1 {
+				t.Fatalf("exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
+			}
+		})
+	}
+	raw, err := os.ReadFile(report)
+	if err != nil || !strings.Contains(string(raw), `<failure message="answered 401, not 2xx`) {
+		t.Errorf("the JUnit report: %v\n%s", err, raw)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(report), conformance.FilesDir, "webhook.events-hook.delivery.bulk.json")); err != nil {
+		t.Errorf("the failure's request is not next to the report: %v", err)
 	}
 }
