@@ -16,7 +16,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "service-app",
-		Usage: "check <descriptor> | send --descriptor <descriptor> --app <url> [options] | install|uninstall|paid|deliver --app <url> [--org <domain>] [options]",
+		Usage: "check <descriptor> | send --descriptor <descriptor> --app <url> [options] | conformance --app <url> [options] | install|uninstall|paid|deliver --app <url> [--org <domain>] [options]",
 		Short: "Checks an app descriptor, and calls an app's modules the way the service does",
 		Long: `
 check <descriptor>
@@ -39,6 +39,20 @@ send --descriptor <descriptor> --app <url> [--file <path>] [--only events|jobs] 
   job to each file module. Prints one line per call, then how many were
   answered 2xx, as plain text on stdout; the exit code is non-zero when a
   call was not.
+
+conformance --app <url> [--descriptor <url|path>] [--secret <app secret>]
+        [--file [<module key>=]<path>]... [--only <glob>] [--timeout <dur>]
+        [--format text|json|junit|markdown] [--output <file>] [--list]
+  Plays the service's whole module contract against the app at --app (the
+  app, or the gateway in front of it), for every module its descriptor
+  declares: parse-file and build-file jobs with the given files (by
+  content and by URL, as source and translation, round trips, an empty
+  file, a byte-order mark, CRLF line ends, a file near 5 MB),
+  file-pre-export jobs, signed webhook deliveries, and the lifecycle
+  calls. Each case <kind>/<module key>/<job>/<case> is passed, failed (with
+  the reason and a curl that sends the same request) or skipped. --list
+  prints the case ids; --only runs those matching a glob. Exit code 0:
+  every case passed; 1: a case failed; 2: the run could not start.
 
 install|uninstall|paid|deliver --app <url> [--org <domain>] [--emulator <url>]
   Asks the emulated service (a site with service_emulator) to install the
@@ -69,7 +83,7 @@ This is a development tool.
 			}
 			send.Flags().AddFlagSet(serviceAppSendFlags())
 			send.RunE = plainCommand(runServiceAppSend)
-			cmd.AddCommand(check, send)
+			cmd.AddCommand(check, send, conformanceCommand())
 			cmd.AddCommand(installationCommands()...)
 		},
 	})

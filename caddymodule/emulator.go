@@ -174,6 +174,7 @@ func (m *ServiceEmulator) Provision(ctx caddy.Context) error {
 	}
 	cfg.Console.Gateway = emulatorVerdicts
 	cfg.Console.ForgetSubscription = forgetEmulatedSubscription
+	cfg.Console.Conformance = emulatorConformance
 	for _, org := range m.Organizations {
 		if err := checkAddress("organization "+org.Domain+": unpaid", org.SubscribeLink, anyURL); err != nil {
 			return fmt.Errorf("service_emulator: %w", err)

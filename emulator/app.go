@@ -192,7 +192,40 @@ const maxJobAnswer = 5 << 20
 // language objects of the interface, the file, and strings where the job
 // type carries them.
 func (in *Installation) jobBody(jobType, fileName string, content []byte, strs []map[string]any) map[string]any {
+	return in.JobBody(jobType, JobOptions{FileName: fileName, Content: content, Strings: strs})
+}
+
+// JobOptions shape a job of JobBody: how its file and strings travel, and
+// into which languages.
+type JobOptions struct {
+	// FileName is file.name.
+	FileName string
+	// Content is sent base64 as file.content, unless ContentURL is set,
+	// which is sent as file.contentUrl instead.
+	Content    []byte
+	ContentURL string
+	// Strings are sent inline as strings, unless StringsURL is set (an
+	// NDJSON file of them), which is sent as stringsUrl instead; neither
+	// is sent with a parse-file job.
+	Strings    []map[string]any
+	StringsURL string
+	// Targets are the ids of the target languages (see Language). nil
+	// sends none with a parse-file job (a source upload) and Ukrainian
+	// with the others.
+	Targets []string
+}
+
+// JobBody is a job of jobType to the app as the service sends it: the
+// organization, project and language objects of the interface, the file,
+// and strings where the job type carries them.
+func (in *Installation) JobBody(jobType string, o JobOptions) map[string]any {
 	apiBase := "https://" + in.Domain + ".service.example"
+	file := map[string]any{"id": 1, "name": o.FileName}
+	if o.ContentURL != "" {
+		file["contentUrl"] = o.ContentURL
+	} else {
+		file["content"] = base64.StdEncoding.EncodeToString(o.Content)
+	}
 	job := map[string]any{
 		"jobType": jobType,
 		"organization": map[string]any{
@@ -200,18 +233,53 @@ func (in *Installation) jobBody(jobType, fileName string, content []byte, strs [
 			"baseUrl": apiBase, "apiBaseUrl": apiBase + "/api/v2",
 		},
 		"project":        map[string]any{"id": 1, "identifier": "demo-project", "name": "Demo project"},
-		"file":           map[string]any{"id": 1, "name": fileName, "content": base64.StdEncoding.EncodeToString(content)},
-		"sourceLanguage": language("en", "English", []string{"one", "other"}),
+		"file":           file,
+		"sourceLanguage": Language("en"),
 	}
-	switch jobType {
-	case "parse-file":
-		job["targetLanguages"] = []any{}
-	default:
-		job["targetLanguages"] = []any{language("uk", "Ukrainian", []string{"one", "few", "many", "other"})}
-		job["strings"] = strs
+	targets := o.Targets
+	if targets == nil && jobType != "parse-file" {
+		targets = []string{"uk"}
+	}
+	langs := make([]any, 0, len(targets))
+	for _, id := range targets {
+		langs = append(langs, Language(id))
+	}
+	job["targetLanguages"] = langs
+	if jobType != "parse-file" {
+		if o.StringsURL != "" {
+			job["stringsUrl"] = o.StringsURL
+		} else {
+			job["strings"] = o.Strings
+		}
 	}
 	return job
 }
+
+// languages are the languages the emulated service sends jobs in: their
+// names and plural categories.
+var languages = map[string]struct {
+	name    string
+	plurals []string
+}{
+	"en": {"English", []string{"one", "other"}},
+	"uk": {"Ukrainian", []string{"one", "few", "many", "other"}},
+	"de": {"German", []string{"one", "other"}},
+	"fr": {"French", []string{"one", "many", "other"}},
+}
+
+// Language is the language object of the interface for id (en, uk, de or
+// fr; any other id gets the plural categories one and other).
+func Language(id string) map[string]any {
+	l, ok := languages[id]
+	if !ok {
+		l.name, l.plurals = id, []string{"one", "other"}
+	}
+	return language(id, l.name, l.plurals)
+}
+
+// SampleDelivery is a bulk delivery of one event of each name, as the
+// service sends them.
+func SampleDelivery(names []string) []byte { return sampleDelivery(names) }
 
 func language(id, name string, plurals []string) map[string]any {
 	return map[string]any{

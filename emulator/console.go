@@ -65,6 +65,9 @@ type ConsoleConfig struct {
 	ForgetSubscription func(keys ...string) (cached bool)
 	// Transport sends the calls; default http.DefaultTransport.
 	Transport http.RoundTripper
+	// Conformance, when set, runs the conformance cases the console's
+	// Conformance section asks for (POST /emulator/api/conformance).
+	Conformance Conformance
 }
 
 // console is the emulator's console.

@@ -68,6 +68,8 @@ func (c *console) serveAPI(w http.ResponseWriter, r *http.Request) {
 		h, allow = c.serveEvents, "GET"
 	case rest == "send":
 		h, allow = c.sendAPI, "POST"
+	case rest == "conformance":
+		h, allow = c.conformanceAPI, "POST"
 	default:
 		writeJSON(w, http.StatusNotFound, message("The console's API has no "+respond.Quote(r.URL.Path)+"; its paths are in the README."))
 		return

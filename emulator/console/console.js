@@ -746,3 +746,80 @@ async function start() {
 }
 
 quietly(start());
+
+// --- conformance: the cases of caddy service-app conformance, run by the
+// emulator through the gateway (POST conformance), listed as they end.
+function base64Of(buf) {
+  const bytes = new Uint8Array(buf);
+  let s = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function conformanceLine(m, list, status) {
+  if (m.case) {
+    const c = m.case;
+    list.append(el('li', { 'data-testid': 'conformance-case', 'data-status': c.status, 'data-id': c.id },
+      el('span', { class: `case-${c.status}`, text: c.status }), ' ', el('code', { text: c.id }),
+      c.reason ? el('span', { class: 'muted', text: ` ${c.reason}` }) : null));
+  } else if (m.report) {
+    const s = m.report.summary;
+    status.dataset.state = s.failed > 0 ? 'failed' : 'passed';
+    status.textContent = `${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped in ${(m.report.duration_ms / 1000).toFixed(1)}s`;
+  } else if (m.error) {
+    status.dataset.state = 'error';
+    status.textContent = m.error;
+  }
+}
+
+async function runConformance() {
+  const status = $('[data-testid="conformance-status"]');
+  const list = $('[data-testid="conformance-cases"]');
+  const files = await Promise.all(Array.from($('[data-testid="conformance-files"]').files)
+    .map(async (f) => ({ name: f.name, content: base64Of(await f.arrayBuffer()) })));
+  list.replaceChildren();
+  status.dataset.state = 'running';
+  status.textContent = 'running…';
+  const resp = await fetch(`${api}conformance`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      organization: $('[data-testid="conformance-org"]').value,
+      secret: $('[data-testid="conformance-secret"]').value,
+      only: $('[data-testid="conformance-only"]').value.trim(),
+      files,
+    }),
+  });
+  if (!resp.ok) {
+    const data = await resp.json().catch(() => null);
+    conformanceLine({ error: (data && data.message) || `conformance: ${resp.status}` }, list, status);
+    return;
+  }
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (line.trim()) conformanceLine(JSON.parse(line), list, status);
+    }
+  }
+  if (status.dataset.state === 'running') conformanceLine({ error: 'The run ended without its report.' }, list, status);
+}
+
+async function setupConformance() {
+  const form = $('[data-testid="conformance-form"]');
+  if (!form) return;
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    runConformance().catch((err) => conformanceLine({ error: String(err) }, $('[data-testid="conformance-cases"]'),
+      $('[data-testid="conformance-status"]')));
+  });
+  const orgs = await request('GET', 'organizations');
+  fillSelect($('[data-testid="conformance-org"]'), orgs.map((o) => [o.domain, o.domain]), true);
+}
+
+quietly(setupConformance());

@@ -201,7 +201,8 @@ func lifecycle(w http.ResponseWriter, r *http.Request) {
 func buggyParse(w http.ResponseWriter, r *http.Request) {
 	var job struct {
 		File struct {
-			Content string `json:"content"`
+			Content    string `json:"content"`
+			ContentURL string `json:"contentUrl"`
 		} `json:"file"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
@@ -209,6 +210,9 @@ func buggyParse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	content, _ := base64.StdEncoding.DecodeString(job.File.Content)
+	if job.File.Content == "" && job.File.ContentURL != "" {
+		content, _ = formatapp.Fetch(r.Context(), job.File.ContentURL)
+	}
 	type record struct {
 		Identifier string `json:"identifier"`
 		Text       string `json:"text"`

@@ -1,9 +1,10 @@
 // Package formatapp is a small custom-file-format app of the service, the
 // kind servicegate fronts with service_limits and its contract option. Its
 // format is "key = value" lines ("#" starts a comment). It could as well be
-// written in any language: it knows nothing of servicegate, takes its jobs
-// inline only (strings, file.content) and answers inline only, and leaves
-// payloads by URL to servicegate's inline and spill options.
+// written in any language: it knows nothing of servicegate. It takes the
+// payloads of a job inline (strings, file.content) or by URL (stringsUrl,
+// file.contentUrl, fetched as the service hands them over), and answers
+// inline, leaving answers over 5 MB to servicegate's spill option.
 //
 //	POST /file-format   parse-file: one string per line, with an HTML
 //	                    preview; build-file: the file with each string's
@@ -15,12 +16,16 @@ package formatapp
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Handler returns the app's handler.
@@ -35,13 +40,76 @@ func Handler() http.Handler {
 type job struct {
 	JobType string `json:"jobType"`
 	File    struct {
-		Name    string `json:"name"`
-		Content string `json:"content"`
+		Name       string `json:"name"`
+		Content    string `json:"content"`
+		ContentURL string `json:"contentUrl"`
 	} `json:"file"`
 	TargetLanguages []struct {
 		ID string `json:"id"`
 	} `json:"targetLanguages"`
-	Strings []stringRecord `json:"strings"`
+	Strings    []stringRecord `json:"strings"`
+	StringsURL string         `json:"stringsUrl"`
+}
+
+// maxPayload caps a payload fetched by URL: what the service sends.
+const maxPayload = 5 << 20
+
+// fetchClient fetches the payloads jobs carry by URL.
+var fetchClient = &http.Client{Timeout: 30 * time.Second}
+
+// Fetch downloads a payload the service handed over by URL (a job's
+// file.contentUrl or stringsUrl), at most 5 MB of it.
+func Fetch(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := fetchClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("answered %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPayload+1))
+	if err == nil && len(b) > maxPayload {
+		err = errors.New("it is over 5 MB")
+	}
+	return b, err
+}
+
+// content is the job's file: file.content, or fetched from
+// file.contentUrl.
+func (j *job) content(ctx context.Context) ([]byte, error) {
+	if j.File.Content == "" && j.File.ContentURL != "" {
+		return Fetch(ctx, j.File.ContentURL)
+	}
+	return base64.StdEncoding.DecodeString(j.File.Content)
+}
+
+// readStrings fetches the job's strings when they came by stringsUrl, as
+// new-line delimited JSON.
+func (j *job) readStrings(ctx context.Context) error {
+	if j.StringsURL == "" {
+		return nil
+	}
+	b, err := Fetch(ctx, j.StringsURL)
+	if err != nil {
+		return err
+	}
+	j.Strings = j.Strings[:0]
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var s stringRecord
+		if err := json.Unmarshal(line, &s); err != nil {
+			return errors.New("a line is not a string record")
+		}
+		j.Strings = append(j.Strings, s)
+	}
+	return nil
 }
 
 // stringRecord is a string record as this app uses it.
@@ -56,9 +124,11 @@ type stringRecord struct {
 	Translations map[string]translation `json:"translations,omitempty"`
 }
 
+// translation is one translation of a string: its text and status are
+// strings, or objects keyed by plural category for a plural string.
 type translation struct {
-	Text   any    `json:"text"`
-	Status string `json:"status,omitempty"`
+	Text   any `json:"text"`
+	Status any `json:"status,omitempty"`
 }
 
 func answer(w http.ResponseWriter, data any) {
@@ -81,8 +151,12 @@ func fileFormat(w http.ResponseWriter, r *http.Request) {
 	}
 	switch j.JobType {
 	case "parse-file":
-		parseFile(w, &j)
+		parseFile(r.Context(), w, &j)
 	case "build-file":
+		if err := j.readStrings(r.Context()); err != nil {
+			fail(w, "The strings of the job could not be fetched: %v.", err)
+			return
+		}
 		buildFile(w, &j)
 	default:
 		fail(w, "This app does not do %q jobs.", j.JobType)
@@ -91,10 +165,10 @@ func fileFormat(w http.ResponseWriter, r *http.Request) {
 
 // parseFile turns each "key = value" line into a string, and writes a
 // preview with an element per string.
-func parseFile(w http.ResponseWriter, j *job) {
-	content, err := base64.StdEncoding.DecodeString(j.File.Content)
+func parseFile(ctx context.Context, w http.ResponseWriter, j *job) {
+	content, err := j.content(ctx)
 	if err != nil {
-		fail(w, "The file content is not base64.")
+		fail(w, "The file could not be read: %v.", err)
 		return
 	}
 	var strs []stringRecord
@@ -162,6 +236,10 @@ func preExport(w http.ResponseWriter, r *http.Request) {
 	var j job
 	if err := json.NewDecoder(r.Body).Decode(&j); err != nil || j.JobType != "file-pre-export" {
 		fail(w, "The job could not be read.")
+		return
+	}
+	if err := j.readStrings(r.Context()); err != nil {
+		fail(w, "The strings of the job could not be fetched: %v.", err)
 		return
 	}
 	for i := range j.Strings {
