@@ -72,7 +72,8 @@ type WebhookQueue struct {
 	// MaxAttempts, when set, gives a delivery up after that many attempts.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 
-	// Timeout bounds one attempt. Default 30s.
+	// Timeout bounds one attempt. Default: service_webhook's timeout
+	// (30s unless set).
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// Dedup, when set, drops a delivery identical (same organization and
@@ -241,7 +242,8 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		},
 		OnError: func(err error) { logger.Error("webhook queue", zap.Error(err)) },
 	}
-	sender := &queue.HTTPSender{Timeout: time.Duration(qc.Timeout), Spans: &webhookAttemptSpans}
+	// The queue's own timeout, else the handler's, bounds each attempt.
+	sender := &queue.HTTPSender{Timeout: time.Duration(cmp.Or(qc.Timeout, m.Timeout)), Spans: &webhookAttemptSpans}
 	if appToken := m.appToken; appToken != nil {
 		sender.Prepare = func(ctx context.Context, qm queue.Meta, h http.Header) { appToken(ctx, qm.Organization, h) }
 	}
@@ -268,12 +270,38 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		}
 	}
 	learnQueueTracer(ctx)
-	v, _, err := webhookQueues.LoadOrNew(m.queueKey, open)
+	openPooled := func() error {
+		v, _, err := webhookQueues.LoadOrNew(m.queueKey, open)
+		if err != nil {
+			return fmt.Errorf("service_webhook: queue: %w", err)
+		}
+		m.queue, m.queueAt = v.(pooledQueue).Deliveries, v.(pooledQueue).where
+		return nil
+	}
+	if store == "redis" {
+		// Redis holds no lock a validation could wait on.
+		m.openQueue = func() error { return nil }
+		return openPooled()
+	}
+	// The file opens when the config starts (or at the first delivery
+	// before that), never in Provision: `caddy validate` beside a running
+	// Caddy would wait on the lock it holds on it.
+	m.queueAt = filepath.Dir(m.queueKey)
+	starts, err := storesStart(ctx)
 	if err != nil {
 		return fmt.Errorf("service_webhook: queue: %w", err)
 	}
-	m.queue, m.queueAt = v.(pooledQueue).Deliveries, v.(pooledQueue).where
-	return nil
+	m.openQueue, err = starts.opening(openPooled)
+	return err
+}
+
+// queueStats is the state of the handler's queue, nothing while it is not
+// open.
+func (m *ServiceWebhook) queueStats() queue.Stats {
+	if m.openQueue() != nil || m.queue == nil {
+		return queue.Stats{}
+	}
+	return m.queue.Stats()
 }
 
 // queueStore says where qc keeps its deliveries, "disk" or "redis" (shared:
@@ -365,7 +393,10 @@ func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []
 		Header: forwardedHeader(r, origin),
 		Body:   body,
 	}
-	err := m.queue.Enqueue(d)
+	err := m.openQueue()
+	if err == nil {
+		err = m.queue.Enqueue(d)
+	}
 	span.String("servicegate.webhook.delivery_id", d.ID)
 	if err != nil && !errors.Is(err, queue.ErrDuplicate) {
 		span.Fail("not stored")
