@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -247,90 +245,12 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 	if appToken := m.appToken; appToken != nil {
 		sender.Prepare = func(ctx context.Context, qm queue.Meta, h http.Header) { appToken(ctx, qm.Organization, h) }
 	}
-	var open func() (caddy.Destructor, error)
-	if store == "redis" {
-		open = m.openSharedQueue(app, sender, opts, logger)
-	} else {
-		m.queueKey = defaultDiskQueue()
-		dir := filepath.Dir(m.queueKey)
-		if d := repl.ReplaceKnown(qc.Dir, ""); d != "" {
-			dir, m.queueKey = d, filepath.Join(d, "queue.db")
-		}
-		open = func() (caddy.Destructor, error) {
-			store, err := queue.OpenBolt(m.queueKey)
-			if err != nil {
-				return nil, err
-			}
-			q, err := queue.Open(store, sender, opts)
-			if err != nil {
-				store.Close()
-				return nil, err
-			}
-			return pooledQueue{Deliveries: q, where: dir}, nil
-		}
+	open := m.openSharedQueue
+	if store != "redis" {
+		open = m.openDiskQueue
 	}
 	learnQueueTracer(ctx)
-	openPooled := func() error {
-		v, _, err := webhookQueues.LoadOrNew(m.queueKey, open)
-		if err != nil {
-			return fmt.Errorf("service_webhook: queue: %w", err)
-		}
-		m.queue, m.queueAt = v.(pooledQueue).Deliveries, v.(pooledQueue).where
-		return nil
-	}
-	if store == "redis" {
-		// Redis holds no lock a validation could wait on.
-		m.openQueue = func() error { return nil }
-		return openPooled()
-	}
-	// The file opens when the config starts (or at the first delivery
-	// before that), never in Provision: `caddy validate` beside a running
-	// Caddy would wait on the lock it holds on it.
-	m.queueAt = filepath.Dir(m.queueKey)
-	starts, err := storesStart(ctx)
-	if err != nil {
-		return fmt.Errorf("service_webhook: queue: %w", err)
-	}
-	m.openQueue, err = starts.opening(openPooled)
-	return err
-}
-
-// queueStats is the state of the handler's queue, nothing while it is not
-// open.
-func (m *ServiceWebhook) queueStats() queue.Stats {
-	if m.openQueue() != nil || m.queue == nil {
-		return queue.Stats{}
-	}
-	return m.queue.Stats()
-}
-
-// queueStore says where qc keeps its deliveries, "disk" or "redis" (shared:
-// the servicegate app has Redis), and names the default disk queue's file
-// when that choice leaves it behind: a queue that defaults to Redis while
-// the file of an earlier disk queue exists.
-func queueStore(qc *WebhookQueue, shared bool) (store, left string) {
-	store = qc.Store // Validate has checked it
-	if store != "" {
-		return store, ""
-	}
-	// An explicit dir asks for the disk.
-	if !shared || qc.Dir != "" {
-		return "disk", ""
-	}
-	if f := defaultDiskQueue(); fileExists(f) {
-		left = f
-	}
-	return "redis", left
-}
-
-// defaultDiskQueue is the file of the disk queue when no dir is named.
-func defaultDiskQueue() string {
-	return filepath.Join(caddy.AppDataDir(), "servicegate", "webhook-queue", "queue.db")
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	return m.startQueue(ctx, store == "redis", open(app, sender, opts, logger))
 }
 
 // openSharedQueue returns what opens the queue of m's app in Redis, shared
