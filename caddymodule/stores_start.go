@@ -57,12 +57,16 @@ func (s *StoresStart) opening(open func() error) (func() error, error) {
 	once := sync.OnceValue(open)
 	if s != nil {
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.started {
+		started := s.started
+		if !started {
 			s.opens = append(s.opens, once)
+		}
+		s.mu.Unlock()
+		if !started {
 			return once, nil
 		}
 	}
+	// Outside the lock: an open may load handlers that add their own.
 	return once, once()
 }
 
