@@ -27,14 +27,16 @@ const failuresDescriptor = `{
       {"key": "kv-crash", "type": "kv", "url": "/file-format/crash"},
       {"key": "kv-declines", "type": "kv", "url": "/file-format/declines"},
       {"key": "kv-garbage", "type": "kv", "url": "/file-format/garbage"},
-      {"key": "kv-late", "type": "kv", "url": "/file-format/late"}
+      {"key": "kv-late", "type": "kv", "url": "/file-format/late"},
+      {"key": "kv-switches", "type": "kv", "url": "/file-format/switches"}
     ]
   }
 }`
 
 // failingApp is the app of failuresDescriptor: a crash with a traceback
 // (500), a refusal in its own words (422 with error.message), a 2xx that is
-// not JSON, and a module that answers only once its request is cancelled.
+// not JSON, a module that answers only once its request is cancelled, and
+// one that answers 101 to a plain POST.
 func failingApp(t *testing.T) *httptest.Server {
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -50,6 +52,15 @@ func failingApp(t *testing.T) *httptest.Server {
 			io.WriteString(w, "<html>ok</html>")
 		case "/file-format/late":
 			<-r.Context().Done() // the gateway gives up first
+		case "/file-format/switches":
+			// 101 to a plain POST, and nothing more.
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\n\r\n")
+			_ = buf.Flush()
+			conn.Close()
 		}
 	}))
 	t.Cleanup(app.Close)
@@ -119,6 +130,7 @@ http://localhost:%d {
 		{"/file-format/crash", http.StatusBadGateway, "The app failed to process the file: it answered 500."},
 		{"/file-format/declines", http.StatusUnprocessableEntity, "The file has no key = value lines."},
 		{"/file-format/garbage", http.StatusBadGateway, "The app's answer to a parse-file job breaks the service's contract: it is not a JSON object. Contact the app's developer."},
+		{"/file-format/switches", http.StatusBadGateway, "The app failed to process the file: it answered 101."},
 		{"/file-format/late", http.StatusGatewayTimeout, "The app did not answer within 1 second, the `timeout` of this module. Try again later or with a smaller file; if it keeps happening, contact the app's developer."},
 	} {
 		resp, body := request(t, client, "POST", c.path, map[string]string{"Content-Type": "application/json"}, job)

@@ -150,6 +150,12 @@ type HandlerConfig struct {
 	// when its body could not be read, 502 when the app's answer was lost.
 	// Default: err.
 	Fail func(status int, err error) error
+	// AppStatus, when set, tells the status the app answered r with when
+	// the handlers after wrote none: an informational status a proxy
+	// does not pass on (reverse_proxy with a 101 to a plain POST). 0 when
+	// unknown.
+	AppStatus func(r *http.Request) int
+
 	// Report, when set, is told the outcome of each request, for metrics.
 	Report func(Outcome)
 	// Logger, when set, logs what went wrong with a request, for the
@@ -495,6 +501,9 @@ func (h *Handler) checkAnswer(r *http.Request, job *contract.Job, answer io.Read
 // app's body, which may hold a stack trace the service's user is not
 // meant to read.
 func (h *Handler) appFailed(r *http.Request, job *contract.Job, status int) (Outcome, string) {
+	if status == 0 && h.cfg.AppStatus != nil {
+		status = h.cfg.AppStatus(r)
+	}
 	msg := "The app failed to process the file: it answered " + strconv.Itoa(status) + "."
 	if status == 0 {
 		msg = "The app failed to process the file: it sent no answer."
