@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -26,7 +28,8 @@ func (a *ServiceApp) opensStores(ctx caddy.Context, redis bool) bool {
 
 // provisionAtStart checks what can be checked of desc's routes and the
 // installations block without opening a store (the expansion, the
-// installations' key, service and client secret), and makes the routes
+// settings of each route's handlers, the installations' key, service and
+// client secret), and makes the routes
 // when the config starts, or at the first request before that: their
 // handlers are then loaded as those of a descriptor read late are.
 func (a *ServiceApp) provisionAtStart(ctx caddy.Context, desc *descriptor.Descriptor) error {
@@ -37,6 +40,11 @@ func (a *ServiceApp) provisionAtStart(ctx caddy.Context, desc *descriptor.Descri
 	lifecycle, err := a.withLifecycleOf(desc, routes)
 	if err != nil {
 		return err
+	}
+	for i := range routes {
+		if err := routes[i].checkSettings(); err != nil {
+			return fmt.Errorf("service_app: route %s: %w", routes[i].Path, err)
+		}
 	}
 	if a.Installations != nil {
 		if _, _, err := a.installationsConfig(ctx, lifecycle); err != nil {
@@ -70,4 +78,26 @@ func (a *ServiceApp) started(w http.ResponseWriter, r *http.Request) (bool, erro
 		return false, refuse(w, r, http.StatusServiceUnavailable, "The gateway could not open what it keeps for this app; its operator must look at Caddy's log.")
 	}
 	return true, nil
+}
+
+// checkSettings checks the settings of the route's handlers as their
+// Caddyfile blocks are checked, without provisioning them.
+func (rt *AppRoute) checkSettings() error {
+	var errs []error
+	if rt.Webhook != nil {
+		errs = append(errs, rt.Webhook.checkSettings())
+	}
+	if rt.Limits != nil {
+		errs = append(errs, rt.Limits.checkSettings())
+	}
+	if rt.SignIn != nil {
+		errs = append(errs, rt.SignIn.checkSettings())
+	}
+	if rt.Auth != nil {
+		errs = append(errs, rt.Auth.checkSettings())
+	}
+	if rt.Subscription != nil {
+		errs = append(errs, rt.Subscription.checkSettings())
+	}
+	return errors.Join(errs...)
 }
