@@ -170,6 +170,10 @@ type ServiceApp struct {
 	site       *siteOrigin
 	inst       *appInstallations
 	proof      *lifecycleProof
+	// start, set when the routes hold stores on disk, makes the routes
+	// once: at the config's start, or at the first request (see
+	// provisionAtStart).
+	start func() error
 }
 
 // AppRoute is one route of service_app: a path and what guards it.
@@ -268,6 +272,13 @@ func (a *ServiceApp) Provision(ctx caddy.Context) error {
 	loaded, err := loadDescriptor(ctx, a.Descriptor, a.logger)
 	if err == nil {
 		a.descState = descriptorState(loaded)
+		sg, err := servicegateApp(ctx)
+		if err != nil {
+			return fmt.Errorf("service_app: %w", err)
+		}
+		if a.opensStores(ctx, sg != nil && sg.Client() != nil) {
+			return a.provisionAtStart(ctx, loaded.Descriptor)
+		}
 		return a.provisionRoutes(ctx, loaded.Descriptor, a.wiring(ctx).LoadModuleByID)
 	}
 	if !descriptor.Awaitable(a.Descriptor, err) {

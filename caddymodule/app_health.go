@@ -110,11 +110,11 @@ func (a *ServiceApp) provisionHealth(ctx caddy.Context, f *appRouting) error {
 	seen := map[string]bool{}
 	for _, rt := range a.Routes {
 		m := rt.Webhook
-		if m == nil || m.queue == nil || seen[m.queueKey] {
+		if m == nil || m.openQueue == nil || seen[m.queueKey] {
 			continue
 		}
 		seen[m.queueKey] = true
-		q := health.QueueSource{Where: m.queueAt, Stats: m.queue.Stats}
+		q := health.QueueSource{Where: m.queueAt, Stats: m.queueStats}
 		if strings.HasPrefix(m.queueKey, "redis\x00") {
 			// A queue in Redis can store as long as Redis answers.
 			q.Shared, q.Writable = true, hc.Checker.Redis

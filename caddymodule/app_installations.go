@@ -3,13 +3,10 @@ package caddymodule
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,15 +165,14 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		if err := a.openInstallations(cfg, where); err != nil {
 			return fmt.Errorf("service_app: installations: %w", err)
 		}
-		others, err := shared.Register(ctx)
+		others, err := shared.Register(ctx, desc.Identifier)
 		a.tellClientIDChanged(others, err)
 		book := a.inst.book
 		a.cleanups = append(a.cleanups, cleanupFunc(shared.OnChange(func(org string) { _ = book.Refresh(org) })))
 		return nil
 	}
-	// One file per app (client id) in Caddy's data directory.
-	sum := sha256.Sum256([]byte(a.clientID))
-	path := filepath.Join(caddy.AppDataDir(), "servicegate", "installations", hex.EncodeToString(sum[:8])+".db")
+	// One file per app (client id) in Caddy's storage, or data, directory.
+	path := a.installationsFile(ctx)
 	v, _, err := installationStores.LoadOrNew(path, func() (caddy.Destructor, error) {
 		s, err := installations.OpenBolt(path)
 		if err != nil {
@@ -194,9 +190,9 @@ func (a *ServiceApp) provisionInstallations(ctx caddy.Context, desc *descriptor.
 		return fmt.Errorf("service_app: installations in %s: %w", path, err)
 	}
 	a.cleanups = append(a.cleanups, release)
-	a.tellClientIDChanged(installations.RegisterFile(path, a.clientID, a.inst.book.Len()))
+	a.tellClientIDChanged(installations.RegisterFile(path, a.clientID, desc.Identifier, a.inst.book.Len()))
 	inst := a.inst
-	inst.recount = func() { _, _ = installations.RegisterFile(path, a.clientID, inst.book.Len()) }
+	inst.recount = func() { _, _ = installations.RegisterFile(path, a.clientID, desc.Identifier, inst.book.Len()) }
 	return nil
 }
 

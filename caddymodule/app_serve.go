@@ -21,6 +21,9 @@ import (
 // and one whose app cannot be reached is answered 502 with a message
 // saying so.
 func (a *ServiceApp) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if ok, err := a.started(w, r); !ok {
+		return err
+	}
 	r, call := emulatorCall(r)
 	if call != nil {
 		next = passedOn(call, r.Header.Clone(), next)

@@ -102,6 +102,7 @@ func (l *ServiceLimits) Provision(ctx caddy.Context) error {
 		Fail:            func(status int, err error) error { return caddyhttp.Error(status, err) },
 		Report:          l.counts.inc,
 		Logger:          l.logger,
+		AppStatus:       proxiedStatus,
 	}
 	var err error
 	if l.Spill != nil {
@@ -173,6 +174,19 @@ func (l *ServiceLimits) Cleanup() error {
 func (l *ServiceLimits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	r, _ = emulatorCall(r)
 	return l.handler.Serve(w, r, next)
+}
+
+// proxiedStatus is the status reverse_proxy got from the app for r, as
+// {http.reverse_proxy.status_code} holds it: a 101 it answered a plain
+// request with is not passed on, and the answer has no status of its own.
+func proxiedStatus(r *http.Request) int {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return 0
+	}
+	v, _ := repl.Get("http.reverse_proxy.status_code")
+	status, _ := v.(int)
+	return status
 }
 
 var (

@@ -84,6 +84,16 @@ type ServiceWebhook struct {
 	// trickles bytes cannot hold the handler. Default: 10s.
 	ReadTimeout caddy.Duration `json:"read_timeout,omitempty"`
 
+	// Timeout is how long the app may take to acknowledge a verified
+	// delivery, its answer included. Past it the request to the app is
+	// cancelled and the service is answered 504 (it sends the delivery
+	// again); with Queue, it bounds each attempt instead (unless the
+	// queue's own timeout is set), and an attempt past it fails and is
+	// retried. Default: 30s, the queue's attempt timeout: the interface
+	// names no limit for webhooks, and an app that hangs must hold neither
+	// the service's connection nor a queue worker for long.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
 	// Queue, when set, stores each verified delivery and answers the
 	// service itself, then delivers it to the app with retries; no
 	// reverse_proxy is needed after the handler. See WebhookQueue.
@@ -95,10 +105,13 @@ type ServiceWebhook struct {
 	logger   *zap.Logger
 	stop     context.CancelFunc
 	watching chan struct{}    // closed when the watching goroutine ends
-	queue    queue.Deliveries // nil without Queue
-	queueKey string
-	queueTo  string
-	queueAt  string // where the queue keeps its deliveries, as its metrics name it
+	queue    queue.Deliveries // nil without Queue, and until openQueue
+	// openQueue opens the queue once: at the config's start, or at the
+	// first delivery before it (see StoresStart).
+	openQueue func() error
+	queueKey  string
+	queueTo   string
+	queueAt   string // where the queue keeps its deliveries, as its metrics name it
 	// origin is the site's public origin, the Host of queued deliveries:
 	// service_app sets it to its own, else it is the site's.
 	origin func(*http.Request) (string, error)
@@ -126,6 +139,7 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 	m.outcomes = newWebhookOutcomes(ctx.GetMetricsRegistry())
 	m.MaxSize = cmp.Or(m.MaxSize, limits.DefaultMaxSize)
 	m.ReadTimeout = cmp.Or(m.ReadTimeout, caddy.Duration(webhook.DefaultReadTimeout))
+	m.Timeout = cmp.Or(m.Timeout, caddy.Duration(webhook.DefaultTimeout))
 	repl := caddy.NewReplacer()
 	if len(m.Secrets) > 0 {
 		secrets := make([]string, len(m.Secrets))
@@ -176,8 +190,8 @@ func (m *ServiceWebhook) Provision(ctx caddy.Context) error {
 // m.logger and handing verified deliveries to the queue when there is one.
 func (m *ServiceWebhook) newHandler() (err error) {
 	cfg := webhook.HandlerConfig{Checker: &m.check, MaxSize: m.MaxSize, ReadTimeout: time.Duration(m.ReadTimeout),
-		Refuse: refuse, Report: m.outcomes.inc, Logger: m.logger}
-	if m.queue != nil {
+		Timeout: time.Duration(m.Timeout), Refuse: refuse, Report: m.outcomes.inc, Logger: m.logger}
+	if m.openQueue != nil {
 		cfg.Enqueue = m.enqueue
 	}
 	if m.handler, err = webhook.NewHandler(cfg); err != nil {
@@ -202,6 +216,9 @@ func (m *ServiceWebhook) checkSettings() error {
 	}
 	if m.ReadTimeout < 0 {
 		return errors.New("service_webhook: read_timeout must be positive")
+	}
+	if m.Timeout < 0 {
+		return errors.New("service_webhook: timeout must be positive")
 	}
 	if slices.Contains(m.ModuleKeys, "") {
 		return errors.New("service_webhook: a module key is empty")

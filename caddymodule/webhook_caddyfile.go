@@ -25,6 +25,7 @@ func init() {
 //		events <name...>              # repeatable: allowed event names
 //		max_size <size>               # default 5MiB
 //		read_timeout <duration>       # how long the body may take to arrive; default 10s
+//		timeout <duration>            # how long the app may take to acknowledge; default 30s
 //		queue {                       # store, answer the service, deliver to the app with retries
 //			to <url>                  # the app, e.g. http://127.0.0.1:3000 (required)
 //			store disk|redis          # default: redis with the servicegate app's redis option, else disk
@@ -32,7 +33,7 @@ func init() {
 //			concurrency <n>           # deliveries in flight toward the app; default 8
 //			max_age <duration>        # give up after; default 72h
 //			max_attempts <n>          # give up after; default: no limit but max_age
-//			timeout <duration>        # one attempt; default 30s
+//			timeout <duration>        # one attempt; default: the timeout above
 //			dedup <duration>          # drop identical deliveries within; default off
 //		}
 //	}
@@ -54,6 +55,7 @@ func (m *ServiceWebhook) subdirectives() map[string]subdirective {
 		"events":       repeatable(appendArgs(&m.Events)),
 		"max_size":     once(sizeTo(&m.MaxSize)),
 		"read_timeout": once(durationTo(&m.ReadTimeout)),
+		"timeout":      once(durationTo(&m.Timeout)),
 		"queue": once(func(d *caddyfile.Dispenser) (err error) {
 			m.Queue, err = unmarshalWebhookQueue(d)
 			return err

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -70,7 +68,8 @@ type WebhookQueue struct {
 	// MaxAttempts, when set, gives a delivery up after that many attempts.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 
-	// Timeout bounds one attempt. Default 30s.
+	// Timeout bounds one attempt. Default: service_webhook's timeout
+	// (30s unless set).
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// Dedup, when set, drops a delivery identical (same organization and
@@ -184,68 +183,17 @@ func (m *ServiceWebhook) provisionQueue(ctx caddy.Context) error {
 		},
 		OnError: func(err error) { logger.Error("webhook queue", zap.Error(err)) },
 	}
-	sender := &queue.HTTPSender{Timeout: time.Duration(qc.Timeout), Spans: &webhookAttemptSpans}
+	// The queue's own timeout, else the handler's, bounds each attempt.
+	sender := &queue.HTTPSender{Timeout: time.Duration(cmp.Or(qc.Timeout, m.Timeout)), Spans: &webhookAttemptSpans}
 	if appToken := m.appToken; appToken != nil {
 		sender.Prepare = func(ctx context.Context, qm queue.Meta, h http.Header) { appToken(ctx, qm.Organization, h) }
 	}
-	var open func() (caddy.Destructor, error)
-	if store == "redis" {
-		open = m.openSharedQueue(app, sender, opts, logger)
-	} else {
-		m.queueKey = defaultDiskQueue()
-		dir := filepath.Dir(m.queueKey)
-		if d := repl.ReplaceKnown(qc.Dir, ""); d != "" {
-			dir, m.queueKey = d, filepath.Join(d, "queue.db")
-		}
-		open = func() (caddy.Destructor, error) {
-			store, err := queue.OpenBolt(m.queueKey)
-			if err != nil {
-				return nil, err
-			}
-			q, err := queue.Open(store, sender, opts)
-			if err != nil {
-				store.Close()
-				return nil, err
-			}
-			return pooledQueue{Deliveries: q, where: dir}, nil
-		}
+	open := m.openSharedQueue
+	if store != "redis" {
+		open = m.openDiskQueue
 	}
 	learnQueueTracer(ctx)
-	v, _, err := webhookQueues.LoadOrNew(m.queueKey, open)
-	if err != nil {
-		return fmt.Errorf("service_webhook: queue: %w", err)
-	}
-	m.queue, m.queueAt = v.(pooledQueue).Deliveries, v.(pooledQueue).where
-	return nil
-}
-
-// queueStore says where qc keeps its deliveries, "disk" or "redis" (shared:
-// the servicegate app has Redis), and names the default disk queue's file
-// when that choice leaves it behind: a queue that defaults to Redis while
-// the file of an earlier disk queue exists.
-func queueStore(qc *WebhookQueue, shared bool) (store, left string) {
-	store = qc.Store // Validate has checked it
-	if store != "" {
-		return store, ""
-	}
-	// An explicit dir asks for the disk.
-	if !shared || qc.Dir != "" {
-		return "disk", ""
-	}
-	if f := defaultDiskQueue(); fileExists(f) {
-		left = f
-	}
-	return "redis", left
-}
-
-// defaultDiskQueue is the file of the disk queue when no dir is named.
-func defaultDiskQueue() string {
-	return filepath.Join(caddy.AppDataDir(), "servicegate", "webhook-queue", "queue.db")
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	return m.startQueue(ctx, store == "redis", open(app, sender, opts, logger))
 }
 
 // openSharedQueue returns what opens the queue of m's app in Redis, shared
@@ -308,7 +256,10 @@ func (m *ServiceWebhook) enqueue(w http.ResponseWriter, r *http.Request, body []
 		Header: forwardedHeader(r, origin),
 		Body:   body,
 	}
-	err := m.queue.Enqueue(d)
+	err := m.openQueue()
+	if err == nil {
+		err = m.queue.Enqueue(d)
+	}
 	span.String("servicegate.webhook.delivery_id", d.ID)
 	if err != nil && !errors.Is(err, queue.ErrDuplicate) {
 		span.Fail("not stored")

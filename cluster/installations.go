@@ -123,32 +123,46 @@ func (s *Installations) Swap(records []installations.Swap) (int, error) {
 	return n, nil
 }
 
+// registered is what <prefix>installations:apps holds of one app's hash:
+// its client id and its descriptor's identifier, as JSON; an earlier
+// version wrote the client id alone.
+type registered struct {
+	App        string `json:"app"`
+	Identifier string `json:"identifier,omitempty"`
+}
+
+// parseRegistered reads a value of <prefix>installations:apps.
+func parseRegistered(v string) registered {
+	var r registered
+	if json.Unmarshal([]byte(v), &r) != nil || r.App == "" {
+		return registered{App: v}
+	}
+	return r
+}
+
 // Register records, in <prefix>installations:apps, that this hash is the
-// app's, and returns the other apps whose hashes hold records, each named
-// by its client id (or by its hash, for one of an earlier version): see
-// installations.RegisterFile.
-func (s *Installations) Register(ctx context.Context) (others []string, err error) {
+// app's, whose descriptor has identifier, and returns the hashes of the
+// same app under another client id that hold records, each named by its
+// client id: see installations.RegisterFile. Other apps' hashes, and those
+// whose identifier is not known, are not named.
+func (s *Installations) Register(ctx context.Context, identifier string) (others []string, err error) {
 	apps := s.c.prefix + "installations:apps"
+	me, _ := json.Marshal(registered{App: s.app, Identifier: identifier})
 	var known map[string]string
-	var keys []string
 	err = s.c.Call(ctx, OpSet, func(ctx context.Context) error {
-		if err := s.c.rdb.HSet(ctx, apps, s.scope, s.app).Err(); err != nil {
+		if err := s.c.rdb.HSet(ctx, apps, s.scope, string(me)).Err(); err != nil {
 			return err
 		}
 		var err error
-		if known, err = s.c.rdb.HGetAll(ctx, apps).Result(); err != nil {
-			return err
-		}
-		for scope := range known {
-			keys = append(keys, scope)
-		}
-		return nil
+		known, err = s.c.rdb.HGetAll(ctx, apps).Result()
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, scope := range keys {
-		if scope == s.scope {
+	for scope, v := range known {
+		other := parseRegistered(v)
+		if scope == s.scope || other.App == s.app || !installations.SameApp(identifier, other.Identifier) {
 			continue
 		}
 		var n int64
@@ -158,7 +172,7 @@ func (s *Installations) Register(ctx context.Context) (others []string, err erro
 			return err
 		})
 		if n > 0 {
-			others = append(others, known[scope]+" ("+s.c.prefix+"installations:"+scope+")")
+			others = append(others, other.App+" ("+s.c.prefix+"installations:"+scope+")")
 		}
 	}
 	sort.Strings(others)

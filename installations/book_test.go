@@ -501,19 +501,27 @@ func newTestBookWith(t *testing.T, store Store, cfg BookConfig) *Book {
 
 func TestRegisterFileNamesTheOtherApps(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{"a.db", "b.db", "old.db"} {
+	for _, f := range []string{"a.db", "b.db", "c.db", "old.db"} {
 		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if others, err := RegisterFile(filepath.Join(dir, "a.db"), "client-a", 3); err != nil || len(others) != 2 {
+	// An app with installations, and a second app of its own beside it:
+	// the second is not told of the first.
+	if others, err := RegisterFile(filepath.Join(dir, "a.db"), "client-a", "app-one", 3); err != nil || len(others) != 0 {
 		t.Fatalf("first: %v %v", others, err)
 	}
-	if others, _ := RegisterFile(filepath.Join(dir, "b.db"), "client-b", 0); len(others) != 2 || !strings.HasPrefix(others[1], "client-a (") {
-		t.Fatalf("second: %v", others)
+	if others, _ := RegisterFile(filepath.Join(dir, "c.db"), "client-c", "app-two", 0); len(others) != 0 {
+		t.Fatalf("a second app was told of the first: %v", others)
 	}
-	if others, _ := RegisterFile(filepath.Join(dir, "a.db"), "client-a", 3); len(others) != 1 || !strings.Contains(others[0], "old.db") {
-		t.Fatalf("an empty store is not named: %v", others)
+	// The first app back with another client id: its own store is named,
+	// never the second app's nor a file of unknown app.
+	if others, _ := RegisterFile(filepath.Join(dir, "b.db"), "client-b", "app-one", 0); len(others) != 1 || !strings.HasPrefix(others[0], "client-a (") {
+		t.Fatalf("the same app under another client id: %v", others)
+	}
+	// An empty store is not named.
+	if others, _ := RegisterFile(filepath.Join(dir, "a.db"), "client-a", "app-one", 3); len(others) != 0 {
+		t.Fatalf("an empty store is named: %v", others)
 	}
 	if msg := ClientIDChanged("client-b", []string{"client-a (a.db)"}); !strings.Contains(msg, "client-b") || !strings.Contains(msg, "client-a (a.db)") {
 		t.Fatal(msg)

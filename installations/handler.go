@@ -264,6 +264,17 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	}
 }
 
+// serviceFailed is the message of a question (what) the service gave no
+// usable answer to: the status it answered with when it answered (an
+// oauth.AnsweredError, a subscription.StatusError), else unreachable.
+func serviceFailed(err error, what, unreachable string) string {
+	var answered interface{ AnsweredStatus() int }
+	if errors.As(err, &answered) {
+		return fmt.Sprintf("The service answered %d when asked %s; try again later.", answered.AnsweredStatus(), what)
+	}
+	return unreachable
+}
+
 // unavailable answers 503 with Retry-After: the service tries again.
 func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, o Outcome, org string, err error, message string) error {
 	h.cfg.Report(o, org, err)
@@ -314,7 +325,8 @@ func (h *Handler) installed(w http.ResponseWriter, r *http.Request, next Next, e
 		h.cfg.Report(o, ev.OrganizationID, err)
 		return h.cfg.Refuse(w, r, http.StatusForbidden, "The service does not confirm this installation: the app token it issued is not for the organization the call names.")
 	case Unreachable:
-		return h.unavailable(w, r, o, ev.OrganizationID, err, "The service could not be reached to confirm this installation; try again later.")
+		return h.unavailable(w, r, o, ev.OrganizationID, err, serviceFailed(err, "to confirm this installation",
+			"The service could not be reached to confirm this installation; try again later."))
 	}
 	h.cfg.Budget.Refund(source)
 	if e := h.cfg.Book.lookup(Org{Domain: in.Domain}); in.Domain != "" && e != nil && e.id != in.OrganizationID {
@@ -414,7 +426,8 @@ func (h *Handler) paid(w http.ResponseWriter, r *http.Request, next Next, ev *Ev
 	in, c, err := h.confirm(r.Context(), e)
 	if err != nil {
 		h.cfg.Budget.Refund(source)
-		return h.unavailable(w, r, Unreachable, e.id, err, "The service could not be asked whether this organization paid; try again later.")
+		return h.unavailable(w, r, Unreachable, e.id, err, serviceFailed(err, "whether this organization paid",
+			"The service could not be asked whether this organization paid; try again later."))
 	}
 	if !c.Paid {
 		h.cfg.Report(NotPaid, e.id, nil)

@@ -66,6 +66,9 @@ const (
 	Timeout
 	// ContractViolation: the answer broke the module contract (502).
 	ContractViolation
+	// AppFailed: the app answered a job with a status other than 2xx and
+	// no error.message of its own (502 naming the status).
+	AppFailed
 	// BadJob: the job broke the module contract (400).
 	BadJob
 	// InlineFailed: a payload the job sent by URL could not be fetched.
@@ -96,6 +99,7 @@ var outcomeNames = [NumOutcomes]string{
 	ResponseIncomplete: "response_incomplete",
 	Timeout:            "timeout",
 	ContractViolation:  "contract_violation",
+	AppFailed:          "app_failed",
 	BadJob:             "bad_job",
 	InlineFailed:       "inline_failed",
 	Spilled:            "spilled",
@@ -146,6 +150,12 @@ type HandlerConfig struct {
 	// when its body could not be read, 502 when the app's answer was lost.
 	// Default: err.
 	Fail func(status int, err error) error
+	// AppStatus, when set, tells the status the app answered r with when
+	// the handlers after wrote none: an informational status a proxy
+	// does not pass on (reverse_proxy with a 101 to a plain POST). 0 when
+	// unknown.
+	AppStatus func(r *http.Request) int
+
 	// Report, when set, is told the outcome of each request, for metrics.
 	Report func(Outcome)
 	// Logger, when set, logs what went wrong with a request, for the
@@ -382,10 +392,10 @@ func (h *Handler) answer(w http.ResponseWriter, r, up *http.Request, next Next, 
 		return h.fail(499, r.Context().Err())
 	case up.Context().Err() != nil:
 		h.report(Timeout)
-		h.log.Info("app did not answer in time", zap.String("path", r.URL.Path), zap.Duration("timeout", h.cfg.Timeout))
+		h.log.Info("app did not answer in time", zap.String("path", r.URL.Path), zap.Duration("timeout", h.cfg.Timeout), zap.String("limit", h.timeoutSource()))
 		return h.refuse(w, r, http.StatusGatewayTimeout, fmt.Sprintf(
-			"The app did not answer within %s, the most the service waits. Try again later or with a smaller file; if it keeps happening, contact the app's developer.",
-			limits.DurationName(h.cfg.Timeout)))
+			"The app did not answer within %s, %s. Try again later or with a smaller file; if it keeps happening, contact the app's developer.",
+			limits.DurationName(h.cfg.Timeout), h.timeoutSource()))
 	case rb.TooLarge():
 		size := "larger than " + limits.LimitName(maxAnswer)
 		if n := rb.DeclaredSize(); n > maxAnswer {
@@ -418,8 +428,8 @@ func (h *Handler) answer(w http.ResponseWriter, r, up *http.Request, next Next, 
 		} else {
 			answer = bytes.NewReader(rb.(*limits.ResponseBuffer).Body())
 		}
-		if msg := h.checkAnswer(r, job, answer); msg != "" {
-			h.report(ContractViolation)
+		if o, msg := h.checkAnswer(r, job, answer, rb.Status()); msg != "" {
+			h.report(o)
 			return h.refuse(w, r, http.StatusBadGateway, msg)
 		}
 	}
@@ -440,13 +450,32 @@ func tooLargeMessage(size string, limit int64) string {
 		size, limits.LimitName(limit))
 }
 
-// checkAnswer checks the app's answer to job, reports a breach, and
-// returns the message that replaces the answer, "" when the answer goes on
-// (it keeps the contract, or the mode is report).
-func (h *Handler) checkAnswer(r *http.Request, job *contract.Job, answer io.Reader) string {
-	_, err := job.CheckAnswer(answer)
+// timeoutSource says where the time limit in force comes from, for the
+// person who reads the refusal: the service's own 2 minutes, or the
+// timeout set on this module.
+func (h *Handler) timeoutSource() string {
+	if h.cfg.Timeout == DefaultTimeout {
+		return "the most the service waits"
+	}
+	return "the `timeout` of this module"
+}
+
+// checkAnswer checks the app's answer to job, sent with status, reports a
+// breach, and returns the message that replaces the answer with its
+// outcome, "" when the answer goes on (it keeps the contract, or the mode
+// is report). An answer of a status other than 2xx is the app's failure:
+// it goes on when it carries the app's own error.message, and is named by
+// its status otherwise, whatever its body.
+func (h *Handler) checkAnswer(r *http.Request, job *contract.Job, answer io.Reader, status int) (Outcome, string) {
+	ans, err := job.CheckAnswer(answer)
+	if status < 200 || status > 299 {
+		if err == nil && ans.AppError {
+			return OK, ""
+		}
+		return h.appFailed(r, job, status)
+	}
 	if err == nil {
-		return ""
+		return OK, ""
 	}
 	var b *contract.Breach
 	if !errors.As(err, &b) {
@@ -462,9 +491,33 @@ func (h *Handler) checkAnswer(r *http.Request, job *contract.Job, answer io.Read
 		zap.String("rule", contract.RedactQuoted(b.Rule)),
 		zap.String("mode", h.mode))
 	if h.mode == ModeReport {
-		return ""
+		return OK, ""
 	}
-	return b.Error()
+	return ContractViolation, b.Error()
+}
+
+// appFailed logs an answer of status without the app's error.message, and
+// returns the message that replaces it: the status named, none of the
+// app's body, which may hold a stack trace the service's user is not
+// meant to read.
+func (h *Handler) appFailed(r *http.Request, job *contract.Job, status int) (Outcome, string) {
+	if status == 0 && h.cfg.AppStatus != nil {
+		status = h.cfg.AppStatus(r)
+	}
+	msg := "The app failed to process the file: it answered " + strconv.Itoa(status) + "."
+	if status == 0 {
+		msg = "The app failed to process the file: it sent no answer."
+	}
+	h.log.Warn(msg,
+		zap.String("path", r.URL.Path),
+		zap.String("module", h.cfg.Contract),
+		zap.String("job_type", job.Type),
+		zap.Int("status", status),
+		zap.String("mode", h.mode))
+	if h.mode == ModeReport {
+		return OK, ""
+	}
+	return AppFailed, msg
 }
 
 // serveAborting calls next and reports whether it aborted its answer with

@@ -66,6 +66,25 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("the authorization server refused the token request: %s (status %d)", e.Code, e.Status)
 }
 
+// AnsweredError is a token request the authorization server answered, but
+// with neither a token nor a refusal: a status other than 200 and 4xx, or
+// a 200 whose body is no usable token response. Unlike a connection that
+// failed, the server was reached; asking again later may help.
+type AnsweredError struct {
+	// Status is the HTTP status of the answer.
+	Status int
+	// Err says what was wrong with the answer.
+	Err error
+}
+
+func (e *AnsweredError) Error() string { return e.Err.Error() }
+
+// Unwrap returns what was wrong with the answer.
+func (e *AnsweredError) Unwrap() error { return e.Err }
+
+// AnsweredStatus is the status the server answered with.
+func (e *AnsweredError) AnsweredStatus() int { return e.Status }
+
 // AuthorizeURL is the address the user is sent to: the authorization
 // request for redirectURI with state.
 func (c *Client) AuthorizeURL(redirectURI, state string) string {
@@ -148,7 +167,12 @@ func (c *Client) tokenRequest(ctx context.Context, fields map[string]string, now
 	if len(raw) > maxTokenResponse {
 		return Token{}, fmt.Errorf("token response from %s is larger than 64 KiB", endpoint)
 	}
-	return parseTokenResponse(resp.StatusCode, raw, now)
+	tok, err = parseTokenResponse(resp.StatusCode, raw, now)
+	var refused *RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		err = &AnsweredError{Status: resp.StatusCode, Err: err}
+	}
+	return tok, err
 }
 
 // parseTokenResponse reads the answer of the token endpoint. A 4xx answer

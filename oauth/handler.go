@@ -497,8 +497,12 @@ func (h *Handler) serveCallback(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	default:
 		h.report(LoginFailed, err)
-		writePage(w, http.StatusBadGateway, "Sign-in failed",
-			"The service could not be reached to finish signing you in.", "/")
+		msg := "The service could not be reached to finish signing you in."
+		var answered *AnsweredError
+		if errors.As(err, &answered) {
+			msg = fmt.Sprintf("The service answered %d when asked to finish signing you in. Try again in a moment.", answered.Status)
+		}
+		writePage(w, http.StatusBadGateway, "Sign-in failed", msg, "/")
 		return nil
 	}
 	h.report(LoginCompleted, nil)

@@ -324,7 +324,9 @@ func TestHandlerExchangeUnreachable(t *testing.T) {
 	code, back := hr.approve(t, rec.Header().Get("Location"), "approve")
 	hr.fail.Store(true)
 	rec, _ = hr.serve(t, http.MethodGet, "/oauth/callback?code="+code+"&state="+back, browserAccept, state)
-	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), "could not be reached") {
+	// The token endpoint answered (502): the page says so, rather than
+	// that the service could not be reached.
+	if rec.Code != http.StatusBadGateway || !strings.Contains(rec.Body.String(), "The service answered 502 when asked to finish signing you in.") {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	var refused *RefusedError

@@ -106,7 +106,7 @@ func (c *Client) Query(ctx context.Context, baseURL, appIdentifier, token string
 	case http.StatusUnauthorized:
 		return Answer{Status: Unauthorized}, nil
 	default:
-		return Answer{}, fmt.Errorf("subscription query to %s: unexpected status %d", target, resp.StatusCode)
+		return Answer{}, &StatusError{Target: target, Status: resp.StatusCode}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
@@ -133,6 +133,23 @@ func (c *Client) Query(ctx context.Context, baseURL, appIdentifier, token string
 	}
 	return a, nil
 }
+
+// StatusError is a subscription query the service answered with a status
+// the interface gives no meaning (5xx, 3xx, …): it was reached, and did
+// not say.
+type StatusError struct {
+	// Target is the query's URL; it holds no token.
+	Target string
+	// Status is the HTTP status of the answer.
+	Status int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("subscription query to %s: unexpected status %d", e.Target, e.Status)
+}
+
+// AnsweredStatus is the status the service answered with.
+func (e *StatusError) AnsweredStatus() int { return e.Status }
 
 // ErrBaseURL is wrapped by every error about a base URL that cannot be
 // queried.

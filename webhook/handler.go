@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -17,6 +18,15 @@ import (
 // DefaultReadTimeout is how long the body of a delivery may take to arrive
 // unless HandlerConfig.ReadTimeout says otherwise.
 const DefaultReadTimeout = 10 * time.Second
+
+// DefaultTimeout is how long the app may take to acknowledge a delivery
+// unless HandlerConfig.Timeout says otherwise. The interface names no limit
+// for webhooks; 30 seconds is the time the delivery queue gives each
+// attempt, long enough for an app that does its work before it answers and
+// short enough that an app that hangs holds neither the service's
+// connection nor a worker for long. A delivery that took longer is sent
+// again (by the service, or by the queue).
+const DefaultTimeout = 30 * time.Second
 
 // Outcome is what became of one delivery through a Handler, told to
 // HandlerConfig.Report: each delivery has exactly one.
@@ -92,6 +102,13 @@ type HandlerConfig struct {
 	// when the Handler starts reading it. Default: DefaultReadTimeout.
 	ReadTimeout time.Duration
 
+	// Timeout is how long the app may take to acknowledge a delivery
+	// passed to next, from when it is passed on to the end of the app's
+	// answer; past it the request to the app is cancelled and, when the
+	// app has written nothing yet, the service gets 504. Not used with
+	// Enqueue (the queue bounds its own attempts). Default: DefaultTimeout.
+	Timeout time.Duration
+
 	// Enqueue, when set, takes every verified delivery instead of next:
 	// it stores body and answers the service itself, and returns what
 	// Serve returns. body is only valid until Enqueue returns.
@@ -140,6 +157,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	}
 	cfg.MaxSize = cmp.Or(cfg.MaxSize, limits.DefaultMaxSize)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, DefaultReadTimeout)
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	if cfg.Refuse == nil {
 		cfg.Refuse = respond.Refuse
 	}
@@ -186,8 +204,55 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, next Next) error
 	}
 	r.ContentLength = n
 	r.TransferEncoding = nil
-	return next.ServeHTTP(w, r)
+	return h.pass(w, r, next)
 }
+
+// pass hands a verified delivery to next within Timeout. An app that has
+// not begun to answer by then is given up on (the request to it is
+// cancelled) and the service is answered 504, so that it sends the
+// delivery again; one that began is left to finish as the proxy can.
+func (h *Handler) pass(w http.ResponseWriter, r *http.Request, next Next) error {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	sw := &startedWriter{ResponseWriter: w}
+	err := next.ServeHTTP(sw, r.WithContext(ctx))
+	if sw.started || r.Context().Err() != nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	msg := "The app did not acknowledge the delivery within " + limits.DurationName(h.cfg.Timeout) + ", " + h.timeoutSource() + "."
+	h.cfg.Logger.Warn(msg, zap.Duration("timeout", h.cfg.Timeout), zap.String("path", r.URL.Path),
+		zap.String("module_key", respond.Quote(r.Header.Get(HeaderModuleKey))))
+	return h.cfg.Refuse(w, r, http.StatusGatewayTimeout, msg+" Send it again later.")
+}
+
+// timeoutSource says where the time limit in force comes from.
+func (h *Handler) timeoutSource() string {
+	if h.cfg.Timeout == DefaultTimeout {
+		return "servicegate's default for webhook deliveries"
+	}
+	return "the `timeout` of this webhook module"
+}
+
+// startedWriter tells whether the handler after began its answer.
+type startedWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *startedWriter) WriteHeader(status int) {
+	if status >= 200 {
+		w.started = true
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	w.started = true
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the writer underneath.
+func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // read checks a delivery and returns its body, verified; or why it is
 // refused. The body is written to the signature's MACs as it arrives.
