@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -107,12 +108,14 @@ func fileFormat(w http.ResponseWriter, r *http.Request) {
 	var job struct {
 		JobType string `json:"jobType"`
 		File    struct {
-			Content string `json:"content"`
+			Content    string `json:"content"`
+			ContentURL string `json:"contentUrl"`
 		} `json:"file"`
 		TargetLanguages []struct {
 			ID string `json:"id"`
 		} `json:"targetLanguages"`
-		Strings []str `json:"strings"`
+		Strings    []str  `json:"strings"`
+		StringsURL string `json:"stringsUrl"`
 	}
 	// servicegate held the job to 5 MB and the module contract already.
 	if err := json.NewDecoder(r.Body).Decode(&job); err != nil {
@@ -122,8 +125,12 @@ func fileFormat(w http.ResponseWriter, r *http.Request) {
 	switch job.JobType {
 	case "parse-file":
 		content, err := base64.StdEncoding.DecodeString(job.File.Content)
+		if job.File.ContentURL != "" {
+			// The service hands a file over by URL as well as inline.
+			content, err = fetch(job.File.ContentURL)
+		}
 		if err != nil {
-			writeError(w, "The file's content is not base64.")
+			writeError(w, "The file could not be read: "+err.Error())
 			return
 		}
 		strs := []str{}
@@ -134,6 +141,17 @@ func fileFormat(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, map[string]any{"data": map[string]any{"strings": strs}})
 	case "build-file":
+		if job.StringsURL != "" {
+			// Many strings come by URL, one JSON string record a line.
+			raw, err := fetch(job.StringsURL)
+			if err == nil {
+				err = readLines(raw, &job.Strings)
+			}
+			if err != nil {
+				writeError(w, "The strings could not be read: "+err.Error())
+				return
+			}
+		}
 		var b strings.Builder
 		for _, s := range job.Strings {
 			text := s.Text
@@ -148,6 +166,38 @@ func fileFormat(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, "This app takes parse-file and build-file jobs.")
 	}
+}
+
+// fetch reads what the service hands over by URL, at most 5 MB, the
+// most a job may carry.
+func fetch(url string) ([]byte, error) {
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 5<<20+1))
+	if err == nil && len(body) > 5<<20 {
+		err = fmt.Errorf("%s is over 5 MB", url)
+	}
+	return body, err
+}
+
+// readLines reads new-line delimited JSON string records.
+func readLines(raw []byte, strs *[]str) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for dec.More() {
+		var s str
+		if err := dec.Decode(&s); err != nil {
+			return err
+		}
+		*strs = append(*strs, s)
+	}
+	return nil
 }
 
 // writeError answers a failure the way the service shows it to its user.
