@@ -2,6 +2,7 @@ package contract
 
 import (
 	"bytes"
+	"encoding/binary"
 	"unicode/utf8"
 
 	"github.com/servicegate/servicegate/jsonscan"
@@ -25,13 +26,12 @@ func (c *checker) readRecordFast() bool {
 		return true
 	}
 	for {
-		key, j := plainKey(d, i)
+		f, key, j := recordKey(d, i)
 		if j < 0 || j >= len(d) {
 			return false
 		}
 		i = j
 		end := -1
-		f := fieldOf(key)
 		switch {
 		case d[i] == '"' && (f == fieldIdentifier || f == fieldUniqID):
 			if end = jsonscan.StringEnd(d, i); end < 0 {
@@ -39,7 +39,7 @@ func (c *checker) readRecordFast() bool {
 			}
 			// a string without escapes or invalid UTF-8 is its own value
 			v := d[i+1 : end-1]
-			ok := bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v)
+			ok := plainASCII(v) || bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v)
 			if !ok {
 				v = nil
 			}
@@ -144,7 +144,16 @@ func (c *checker) translationFast(lang []byte, i int) int {
 		return i + 1
 	}
 	for {
-		key, j := plainKey(d, i)
+		var key []byte
+		j := -1
+		switch {
+		case hasAt(d, i, `"text":`):
+			key, j = d[i+1:i+5], space(d, i+len(`"text":`))
+		case hasAt(d, i, `"status":`):
+			key, j = d[i+1:i+7], space(d, i+len(`"status":`))
+		default:
+			key, j = plainKey(d, i)
+		}
 		if j < 0 || j >= len(d) {
 			return -1
 		}
@@ -184,26 +193,111 @@ func (c *checker) translationFast(lang []byte, i int) int {
 	}
 }
 
-// plainKey reads the key at offset i of d, its colon and the space after
-// it, when the key is printable ASCII without escapes: it returns the key
-// and the offset of the member's value, or -1.
-func plainKey(d []byte, i int) ([]byte, int) {
-	if i >= len(d) || d[i] != '"' {
-		return nil, -1
+// recordKey reads the key at offset i of d and its colon, and returns
+// its field, the key, and the offset of the value, or -1 as plainKey. The
+// names of the fields, exactly as the contract spells them, are matched
+// by their first letter and then by comparing two words of 8 bytes with
+// the quoted name and its colon; any other key is read by plainKey and
+// matched by fieldOf.
+func recordKey(d []byte, i int) (f int, key []byte, next int) {
+	if len(d)-i >= 16 {
+		w0 := binary.LittleEndian.Uint64(d[i:])
+		w1 := binary.LittleEndian.Uint64(d[i+8:])
+		var k0, k1 int8 = -1, -1 // the names its first letter may start
+		switch d[i+1] {
+		case 'i':
+			k0, k1 = keyIdentifier, keyIsHidden
+		case 't':
+			k0, k1 = keyText, keyTranslations
+		case 'c':
+			k0, k1 = keyContext, keyCustomData
+		case 'l':
+			k0 = keyLabels
+		case 'h':
+			k0 = keyHasPlurals
+		case 'm':
+			k0 = keyMaxLength
+		case 'p':
+			k0 = keyPreviewID
+		case 'u':
+			k0 = keyUniqID
+		}
+		for _, k := range [2]int8{k0, k1} {
+			if k < 0 {
+				break
+			}
+			if n := &recordKeys[k]; w0&n.m0 == n.w0 && w1&n.m1 == n.w1 {
+				return n.field, d[i+1 : i+n.len-2], space(d, i+n.len)
+			}
+		}
 	}
-	j := i + 1
-	for j < len(d) && d[j] != '"' && d[j] != '\\' && d[j] >= ' ' && d[j] < utf8.RuneSelf {
-		j++
+	key, next = plainKey(d, i)
+	if next < 0 {
+		return fieldNone, nil, -1
 	}
-	if j >= len(d) || d[j] != '"' {
-		return nil, -1
-	}
-	k := space(d, j+1)
-	if k >= len(d) || d[k] != ':' {
-		return nil, -1
-	}
-	return d[i+1 : j], space(d, k+1)
+	return fieldOf(key), key, next
 }
+
+// keyWords is a field's name quoted, with its colon, as two little-endian
+// words and the masks of the bytes it fills in them.
+type keyWords struct {
+	w0, w1, m0, m1 uint64
+	len            int
+	field          int
+}
+
+// The names of recordKeys, by their index.
+const (
+	keyIdentifier = iota
+	keyIsHidden
+	keyText
+	keyTranslations
+	keyContext
+	keyCustomData
+	keyLabels
+	keyHasPlurals
+	keyMaxLength
+	keyPreviewID
+	keyUniqID
+)
+
+var recordKeys = [...]keyWords{
+	keyIdentifier:   wordsOf("identifier", fieldIdentifier),
+	keyIsHidden:     wordsOf("isHidden", fieldIsHidden),
+	keyText:         wordsOf("text", fieldText),
+	keyTranslations: wordsOf("translations", fieldTranslations),
+	keyContext:      wordsOf("context", fieldContext),
+	keyCustomData:   wordsOf("customData", fieldCustomData),
+	keyLabels:       wordsOf("labels", fieldLabels),
+	keyHasPlurals:   wordsOf("hasPlurals", fieldHasPlurals),
+	keyMaxLength:    wordsOf("maxLength", fieldMaxLength),
+	keyPreviewID:    wordsOf("previewId", fieldPreviewID),
+	keyUniqID:       wordsOf("uniqId", fieldUniqID),
+}
+
+// wordsOf returns the keyWords of the field name, of 14 bytes at most.
+func wordsOf(name string, field int) keyWords {
+	var b, m [16]byte
+	q := `"` + name + `":`
+	copy(b[:], q)
+	for i := range q {
+		m[i] = 0xff
+	}
+	le := binary.LittleEndian
+	return keyWords{
+		w0: le.Uint64(b[:8]), w1: le.Uint64(b[8:]),
+		m0: le.Uint64(m[:8]), m1: le.Uint64(m[8:]),
+		len: len(q), field: field,
+	}
+}
+
+// hasAt tells whether d holds s at offset i.
+func hasAt(d []byte, i int, s string) bool {
+	return len(d)-i >= len(s) && string(d[i:i+len(s)]) == s
+}
+
+// plainKey is jsonscan.PlainKey.
+func plainKey(d []byte, i int) ([]byte, int) { return jsonscan.PlainKey(d, i) }
 
 // space returns the offset of the first byte from d[i] on that is not
 // JSON white space.
@@ -212,4 +306,24 @@ func space(d []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// plainASCII tells whether v holds neither a backslash nor a byte from
+// 0x80 on, a word at a time: a string's contents that are then their own
+// value.
+func plainASCII(v []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	var m uint64
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		x := binary.LittleEndian.Uint64(v[i:])
+		b := x ^ (ones * '\\')
+		m |= (x | (b-ones)&^b) & highs
+	}
+	for ; i < len(v); i++ {
+		if v[i] == '\\' || v[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return m == 0
 }

@@ -657,6 +657,53 @@ func (s *Scanner) key() ([]byte, error) {
 	return key, nil
 }
 
+// PlainKey reads the key whose opening quote is data[i] and the colon
+// after it, when the key is plain: printable ASCII without escapes, which
+// is then its own decoded value, found a word at a time. It returns the
+// key and the offset of the member's value (white space skipped), or
+// next -1 when the key is not plain or no colon follows: a reader that
+// steps over a document itself (see StringEnd) hands such a key to a
+// Scanner.
+func PlainKey(data []byte, i int) (key []byte, next int) {
+	d := data
+	if i >= len(d) || d[i] != '"' {
+		return nil, -1
+	}
+	j := asciiRun(d, i+1)
+	for j < len(d) && !stopHigh[d[j]] {
+		j++
+	}
+	if j >= len(d) || d[j] != '"' {
+		return nil, -1
+	}
+	k := j + 1
+	if k < len(d) && d[k] != ':' {
+		k = spaceEnd(d, k)
+	}
+	if k >= len(d) || d[k] != ':' {
+		return nil, -1
+	}
+	k++
+	if k < len(d) && d[k] <= ' ' {
+		k = spaceEnd(d, k)
+	}
+	return d[i+1 : j], k
+}
+
+// spaceEnd returns the offset of the first byte from d[i] on that is not
+// white space.
+func spaceEnd(d []byte, i int) int {
+	for i < len(d) {
+		switch d[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
 // Array reads an array, calling element positioned before each element,
 // which element must read unless it returns an error, which Array
 // returns. The next value must be an array, else ErrSyntax.
