@@ -58,11 +58,25 @@ func (c *checker) readRecordFast() bool {
 				return false
 			}
 			*r.raw(f) = d[i:end]
+		case d[i] == '[' && f == fieldLabels:
+			if end = labelsEnd(d, i); end < 0 {
+				break // read by readLabels below
+			}
+			r.labels, r.labelsOK = d[i:end], true
+		case (d[i] == 't' || d[i] == 'f') && f == fieldHasPlurals:
+			if end = literalEnd(d, i); end >= 0 {
+				r.hasPlurals = d[i] == 't'
+			}
+		case (d[i] == 't' || d[i] == 'f') && f == fieldIsHidden:
+			if end = literalEnd(d, i); end >= 0 {
+				r.isHidden = d[i:end]
+			}
 		case d[i] == '{' && f == fieldTranslations:
 			if end = c.translationsFast(i); end < 0 {
 				return false
 			}
-		default:
+		}
+		if end < 0 {
 			// inside the record, as recordMember reads its values
 			c.s.SetPos(i)
 			c.s.SetDepth(1)
@@ -326,4 +340,42 @@ func plainASCII(v []byte) bool {
 		}
 	}
 	return m == 0
+}
+
+// labelsEnd returns the offset after the array at offset i of d when it
+// holds only strings, -1 when it holds anything else or is not valid:
+// readLabels then reads it.
+func labelsEnd(d []byte, i int) int {
+	if i = space(d, i+1); i < len(d) && d[i] == ']' {
+		return i + 1
+	}
+	for i < len(d) && d[i] == '"' {
+		if i = jsonscan.StringEnd(d, i); i < 0 {
+			return -1
+		}
+		if i = space(d, i); i >= len(d) {
+			return -1
+		}
+		switch d[i] {
+		case ',':
+			i = space(d, i+1)
+		case ']':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// literalEnd returns the offset after true or false at offset i of d, -1
+// when neither is there.
+func literalEnd(d []byte, i int) int {
+	switch {
+	case hasAt(d, i, "true"):
+		return i + len("true")
+	case hasAt(d, i, "false"):
+		return i + len("false")
+	}
+	return -1
 }
