@@ -554,14 +554,7 @@ func (c *checker) readStrings() error {
 		return nil
 	}
 	if !c.inline {
-		c.inline = true
-		c.seed = maphash.MakeSeed()
-		c.langs = make(map[string]int, len(c.job.targets))
-		for name, cats := range c.job.targets {
-			c.langs[name] = len(c.names)
-			c.names, c.cats = append(c.names, name), append(c.cats, cats)
-		}
-		c.rec.trs = make([]trans, len(c.names))
+		c.startStrings()
 	}
 	err := s.Array(func() error {
 		c.count++
@@ -572,6 +565,19 @@ func (c *checker) readStrings() error {
 	})
 	c.flushPending()
 	return err
+}
+
+// startStrings readies c for the first strings array: the job's target
+// languages, and the seed of the identifiers' hashes.
+func (c *checker) startStrings() {
+	c.inline = true
+	c.seed = maphash.MakeSeed()
+	c.langs = make(map[string]int, len(c.job.targets))
+	for name, cats := range c.job.targets {
+		c.langs[name] = len(c.names)
+		c.names, c.cats = append(c.names, name), append(c.cats, cats)
+	}
+	c.rec.trs = make([]trans, len(c.names))
 }
 
 // readRecord reads the string record number n, as encoding/json decodes a
