@@ -9,11 +9,11 @@ import (
 )
 
 // readRecordFast reads the string record at c.s, an object, in the shape
-// apps write it: keys of plain ASCII matched by fieldOf, string values
-// stepped over a word at a time by jsonscan.StringEnd straight in the
-// answer, and translations that are objects of text and status; any other
-// value is read by the general readers (recordMember, transMember) from
-// where it starts. It fills c.rec as readRecord's general walk does. It
+// apps write it, straight from the answer: keys of plain ASCII matched by
+// recordKey, strings stepped over a word at a time by jsonscan.StringEnd,
+// labels of strings, true and false, and translations that are objects of
+// text and status; any other value is read by the general readers
+// (recordMember, transMember) from where it starts. It fills c.rec as readRecord's general walk does. It
 // returns false when the record is not valid JSON, or holds a key with an
 // escape or a byte outside printable ASCII, or a translation that is not
 // an object: what it read is then to be dropped, and the record read again
