@@ -554,14 +554,7 @@ func (c *checker) readStrings() error {
 		return nil
 	}
 	if !c.inline {
-		c.inline = true
-		c.seed = maphash.MakeSeed()
-		c.langs = make(map[string]int, len(c.job.targets))
-		for name, cats := range c.job.targets {
-			c.langs[name] = len(c.names)
-			c.names, c.cats = append(c.names, name), append(c.cats, cats)
-		}
-		c.rec.trs = make([]trans, len(c.names))
+		c.startStrings()
 	}
 	err := s.Array(func() error {
 		c.count++
@@ -572,6 +565,19 @@ func (c *checker) readStrings() error {
 	})
 	c.flushPending()
 	return err
+}
+
+// startStrings readies c for the first strings array: the job's target
+// languages, and the seed of the identifiers' hashes.
+func (c *checker) startStrings() {
+	c.inline = true
+	c.seed = maphash.MakeSeed()
+	c.langs = make(map[string]int, len(c.job.targets))
+	for name, cats := range c.job.targets {
+		c.langs[name] = len(c.names)
+		c.names, c.cats = append(c.names, name), append(c.cats, cats)
+	}
+	c.rec.trs = make([]trans, len(c.names))
 }
 
 // readRecord reads the string record number n, as encoding/json decodes a
@@ -586,7 +592,12 @@ func (c *checker) readRecord(n int) error {
 	var err error
 	switch first := s.Peek(); first {
 	case '{':
-		err = s.Object(c.recordMember)
+		if start := s.Pos(); !c.readRecordFast() {
+			r.reset()
+			s.SetPos(start)
+			s.SetDepth(0)
+			err = s.Object(c.recordMember)
+		}
 	case 'n':
 		err = s.Skip()
 	default:
@@ -876,9 +887,24 @@ func (c *checker) readTranslations() error {
 // translation reads the translation into language lang.
 func (c *checker) translation(lang []byte) error {
 	s, r := &c.s, &c.rec
-	var t *trans
-	var cats []string // plural categories and name of a target language
-	var name string
+	t, cats, name := c.transInto(lang)
+	switch first := s.Peek(); first {
+	case '{':
+		return s.Object(func(key []byte) error {
+			return c.transMember(t, cats, name, key)
+		})
+	case 'n':
+	default:
+		r.typeError("translations", first)
+	}
+	return s.Skip()
+}
+
+// transInto returns the translation of the record into language lang,
+// emptied for the value that follows, and the plural categories and name
+// of lang when it is a target language.
+func (c *checker) transInto(lang []byte) (t *trans, cats []string, name string) {
+	r := &c.rec
 	if i, known := c.lang(lang); known {
 		if !r.trs[i].set {
 			r.order = append(r.order, i)
@@ -892,25 +918,19 @@ func (c *checker) translation(lang []byte) error {
 		t = &r.other
 	}
 	*t = trans{set: true}
-	switch first := s.Peek(); first {
-	case '{':
-		return s.Object(func(key []byte) error {
-			var err error
-			switch {
-			case foldedIs(key, "text", "TEXT"):
-				err = c.readForms(&t.text, &t.textForms, textForm(cats, name))
-			case foldedIs(key, "status", "STATUS"):
-				err = c.readForms(&t.status, &t.statusForms, statusForm(cats))
-			default:
-				err = s.Skip()
-			}
-			return err
-		})
-	case 'n':
-	default:
-		r.typeError("translations", first)
+	return t, cats, name
+}
+
+// transMember reads the value of the member key of translation t, into a
+// language of plural categories cats and name.
+func (c *checker) transMember(t *trans, cats []string, name string, key []byte) error {
+	switch {
+	case foldedIs(key, "text", "TEXT"):
+		return c.readForms(&t.text, &t.textForms, textForm(cats, name))
+	case foldedIs(key, "status", "STATUS"):
+		return c.readForms(&t.status, &t.statusForms, statusForm(cats))
 	}
-	return s.Skip()
+	return c.s.Skip()
 }
 
 // lang returns the index of the target language name, if it is one: by

@@ -77,6 +77,12 @@ func (s *Scanner) Reset(data []byte) {
 // Pos is the offset of the next byte to read.
 func (s *Scanner) Pos() int { return s.pos }
 
+// SetPos moves s to offset pos of its document: a reader that stepped
+// over values itself (with StringEnd, say) hands the rest back to s. pos
+// should be where a value, a key or a separator starts; s checks what it
+// reads from there, so a wrong pos gives ErrSyntax, never a panic.
+func (s *Scanner) SetPos(pos int) { s.pos = min(max(pos, 0), len(s.data)) }
+
 // Depth is the number of arrays and objects open around the next byte to
 // read, which MaxDepth bounds.
 func (s *Scanner) Depth() int { return s.depth }
@@ -389,28 +395,40 @@ func hexValue(c byte) rune {
 // skipString reads the string at s.pos (its opening quote) without
 // decoding it.
 func (s *Scanner) skipString() error {
-	d := s.data
-	i := s.pos + 1
+	end := StringEnd(s.data, s.pos)
+	if end < 0 {
+		return ErrSyntax
+	}
+	s.pos = end
+	return nil
+}
+
+// StringEnd checks the string whose opening quote is data[i], as Skip
+// checks it, and returns the offset after its closing quote, or -1 when
+// it is not a valid string. It lets a reader that knows the shape of the
+// document it reads (see SetPos) step over a string without a Scanner.
+func StringEnd(data []byte, i int) int {
+	d := data
+	i++
 	for {
 		i = plainRun(d, i)
 		for i < len(d) && !stop[d[i]] {
 			i++
 		}
 		if i >= len(d) {
-			return ErrSyntax
+			return -1
 		}
 		switch d[i] {
 		case '"':
-			s.pos = i + 1
-			return nil
+			return i + 1
 		case '\\':
 			n := escapeLen(d, i)
 			if n == 0 {
-				return ErrSyntax
+				return -1
 			}
 			i += n
 		default:
-			return ErrSyntax
+			return -1
 		}
 	}
 }
@@ -637,6 +655,53 @@ func (s *Scanner) key() ([]byte, error) {
 	}
 	s.pos++
 	return key, nil
+}
+
+// PlainKey reads the key whose opening quote is data[i] and the colon
+// after it, when the key is plain: printable ASCII without escapes, which
+// is then its own decoded value, found a word at a time. It returns the
+// key and the offset of the member's value (white space skipped), or
+// next -1 when the key is not plain or no colon follows: a reader that
+// steps over a document itself (see StringEnd) hands such a key to a
+// Scanner.
+func PlainKey(data []byte, i int) (key []byte, next int) {
+	d := data
+	if i >= len(d) || d[i] != '"' {
+		return nil, -1
+	}
+	j := asciiRun(d, i+1)
+	for j < len(d) && !stopHigh[d[j]] {
+		j++
+	}
+	if j >= len(d) || d[j] != '"' {
+		return nil, -1
+	}
+	k := j + 1
+	if k < len(d) && d[k] != ':' {
+		k = spaceEnd(d, k)
+	}
+	if k >= len(d) || d[k] != ':' {
+		return nil, -1
+	}
+	k++
+	if k < len(d) && d[k] <= ' ' {
+		k = spaceEnd(d, k)
+	}
+	return d[i+1 : j], k
+}
+
+// spaceEnd returns the offset of the first byte from d[i] on that is not
+// white space.
+func spaceEnd(d []byte, i int) int {
+	for i < len(d) {
+		switch d[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
 }
 
 // Array reads an array, calling element positioned before each element,

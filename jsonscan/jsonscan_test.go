@@ -403,3 +403,75 @@ func TestLongStringsEveryPosition(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPlainKeyMatchesScanner reads the start of doc as a member's key with
+// PlainKey and with a Scanner: a key PlainKey takes is the string the
+// Scanner decodes, followed by a colon, and the value starts where the
+// Scanner, past the colon and its space, would read it. StringEnd ends
+// every string where Skip does.
+func FuzzPlainKeyMatchesScanner(f *testing.F) {
+	for _, seed := range []string{
+		`"identifier":"a"`, `"a" : 1`, "\"a\"\t:\n 1", `"a\u0062":1`, `"é":1`, "\"\xff\":1",
+		`"a"1`, `"a`, `"`, `"a":`, `"":""`, `"tab	":1`, `"a\"b":1`, `"translations"   :   {`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var s Scanner
+		s.Reset(doc)
+		want, err := s.String()
+		colon := err == nil && s.Peek() == ':'
+		if colon {
+			s.pos++
+			s.skipSpace()
+		}
+		key, next := PlainKey(doc, 0)
+		if next >= 0 {
+			if !colon || !bytes.Equal(key, want) || next != s.Pos() {
+				t.Fatalf("PlainKey(%q) = %q, %d; the Scanner reads %q, %v, colon %v, value at %d", doc, key, next, want, err, colon, s.Pos())
+			}
+			for _, c := range key {
+				if c < ' ' || c >= 0x80 || c == '\\' || c == '"' {
+					t.Fatalf("PlainKey(%q) took a key that is not plain: %q", doc, key)
+				}
+			}
+		} else if colon && isPrintableASCII(want) && bytes.IndexByte(want, '\\') < 0 && len(doc) > len(want)+1 && bytes.Equal(doc[1:1+len(want)], want) && doc[1+len(want)] == '"' {
+			t.Fatalf("PlainKey(%q) refused the plain key %q", doc, want)
+		}
+		s.Reset(doc)
+		skipErr := s.Skip()
+		end := -1
+		if len(doc) > 0 && doc[0] == '"' {
+			end = StringEnd(doc, 0)
+		}
+		if len(doc) > 0 && doc[0] == '"' && (skipErr == nil) != (end >= 0) || end >= 0 && end != s.Pos() {
+			t.Fatalf("StringEnd(%q) = %d; Skip says %v at %d", doc, end, skipErr, s.Pos())
+		}
+	})
+}
+
+func isPrintableASCII(b []byte) bool {
+	for _, c := range b {
+		if c < ' ' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestSetPos(t *testing.T) {
+	var s Scanner
+	doc := []byte(`{"a":"x","b":[1]}`)
+	s.Reset(doc)
+	s.SetPos(StringEnd(doc, 5)) // after "x"
+	if s.Peek() != ',' {
+		t.Fatalf("after SetPos the next byte is %q", s.Peek())
+	}
+	for _, pos := range []int{-5, len(doc) + 5} {
+		s.SetPos(pos)
+		if s.Pos() < 0 || s.Pos() > len(doc) {
+			t.Fatalf("SetPos(%d) left the scanner at %d", pos, s.Pos())
+		}
+		_ = s.Skip() // no panic
+	}
+}
