@@ -48,7 +48,9 @@ conformance --app <url> [--descriptor <url|path>] [--secret <app secret>]
   declares: parse-file and build-file jobs with the given files (by
   content and by URL, as source and translation, round trips, an empty
   file, a byte-order mark, CRLF line ends, a file near 5 MB),
-  file-pre-export jobs, signed webhook deliveries, and the lifecycle
+  file-pre-export jobs, signed webhook deliveries (through a gateway,
+  signed with the organization's installation secret, which the emulator
+  holds, unless --secret or --secret-env is given), and the lifecycle
   calls. Each case <kind>/<module key>/<job>/<case> is passed, failed (with
   the reason and a curl that sends the same request) or skipped. --list
   prints the case ids; --only runs those matching a glob. Exit code 0:

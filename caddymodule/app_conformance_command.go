@@ -39,7 +39,7 @@ func serviceAppConformanceFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("service-app conformance", pflag.ContinueOnError)
 	fs.String("app", "", "The address the service calls: the app, or the gateway in front of it (required)")
 	fs.String("descriptor", "", "The app descriptor, a file or an address (default: the app's /manifest.json)")
-	fs.String("secret", cli.DemoAppSecret, "The app secret deliveries are signed with")
+	fs.String("secret", cli.DemoAppSecret, "The app secret that signs deliveries when the run does not go through a gateway or the organization has no installation in the emulator")
 	fs.String("secret-env", "", "Read the app secret from this environment variable")
 	fs.StringArray("file", nil, "A source file in a custom-file-format module's format, [<module key>=]<path> (repeatable; the key may be a glob; without it, the modules whose signaturePatterns match the file)")
 	fs.String("only", "", "Run only the cases whose id matches this glob, each * within one /-separated part")
@@ -80,6 +80,7 @@ func conformanceOptions(fl caddycmd.Flags) (conformance.Command, error) {
 			App: fl.String("app"), Descriptor: fl.String("descriptor"), Secret: secret, Files: files,
 			Only: fl.String("only"), Timeout: timeout, Emulator: fl.String("emulator"),
 			Domain: fl.String("domain"), OrganizationID: orgID,
+			InstallationSecret: !fl.Changed("secret") && fl.String("secret-env") == "",
 		},
 		Format: fl.String("format"), Output: fl.String("output"), List: list,
 	}, nil

@@ -396,3 +396,57 @@ func TestConformanceCommandExitCodes(t *testing.T) {
 		t.Errorf("the failure's request is not next to the report: %v", err)
 	}
 }
+
+// TestConformanceSignsWithInstallationSecretE2E: through the gateway, with
+// acme.example installed in the emulator (the gateway then verifies its
+// deliveries with the installation's secret only), a run given no secret
+// signs its deliveries with that secret and its webhook cases pass; a run
+// that signs with the demo's secret, as --secret does, is refused 401,
+// and says which secret it signed with. Once the app is uninstalled, the
+// run signs with the default secret again, which the gateway takes.
+func TestConformanceSignsWithInstallationSecretE2E(t *testing.T) {
+	app := startDemoApp(t)
+	startCaddy(t, demoSites(app, "2s"))
+	if code := consoleCall(t, "POST", "organizations/acme.example/install", "", nil); code != http.StatusOK {
+		t.Fatalf("install: %d", code)
+	}
+	run := func(installationSecret bool) *conformance.Report {
+		t.Helper()
+		o := demoConformance()
+		o.Only, o.InstallationSecret = "webhook/*/*/*", installationSecret
+		rep, err := conformance.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Cases) != 3 {
+			t.Fatalf("%d webhook cases, want 3", len(rep.Cases))
+		}
+		return rep
+	}
+	if rep := run(true); rep.Summary.Passed != 3 {
+		t.Errorf("signed with the installation's secret: %+v, reasons %q", rep.Summary, reasonsOf(rep))
+	}
+	rep := run(false)
+	if rep.Summary.Failed != 3 {
+		t.Errorf("signed with --secret: %+v, want every case failed", rep.Summary)
+	}
+	for _, c := range rep.Cases {
+		if c.Answer == nil || c.Answer.Status != http.StatusUnauthorized || !strings.Contains(c.Reason, "the secret of --secret") {
+			t.Errorf("%s: %+v %q, want 401 with the secret named", c.ID, c.Answer, c.Reason)
+		}
+	}
+	if code := consoleCall(t, "POST", "organizations/acme.example/uninstall", "", nil); code != http.StatusOK {
+		t.Fatalf("uninstall: %d", code)
+	}
+	if rep := run(true); rep.Summary.Passed != 3 {
+		t.Errorf("not installed, signed with the default secret: %+v, reasons %q", rep.Summary, reasonsOf(rep))
+	}
+}
+
+func reasonsOf(rep *conformance.Report) []string {
+	var rs []string
+	for _, c := range rep.Cases {
+		rs = append(rs, c.Reason)
+	}
+	return rs
+}

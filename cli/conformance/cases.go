@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -431,19 +432,54 @@ func (p *plan) webhookCases(w descriptor.Webhook) []*testCase {
 // as the service does, and judges the answer: 2xx.
 func (p *plan) deliver(ctx context.Context, w descriptor.Webhook, events []string) outcome {
 	body := emulator.SampleDelivery(events)
+	secret, signedWith := p.deliverySecret(ctx)
 	header := http.Header{
 		"User-Agent":          {"Service-Webhook"},
 		"X-Service-Id":        {fmt.Sprint(p.o.OrganizationID)},
 		"X-Service-Domain":    {p.o.Domain},
-		"X-Service-Signature": {emulator.SignDelivery(body, p.o.Secret)},
+		"X-Service-Signature": {emulator.SignDelivery(body, secret)},
 		"X-Module-Key":        {w.Key},
 	}
 	ex := p.post(emulator.MarkCall(ctx, "delivery", p.o.Domain, w.Key), p.app+w.URL, header, body)
 	reason := judgeAck(ex)
 	if ex.answered && ex.status == http.StatusUnauthorized && reason != "" {
-		reason += " (the delivery was signed with the secret of --secret: is it the app's?)"
+		reason += " (the delivery was signed with " + signedWith + ")"
 	}
 	return outcome{reason: reason, ex: ex}
+}
+
+// deliverySecret is the app secret that signs a delivery, and what it is,
+// for a refusal's reason: the organization's installation secret, asked
+// of the emulator, when the run goes through a gateway and no secret was
+// given (the gateway verifies an installed organization's deliveries with
+// that secret only); else Options.Secret. It is asked for each delivery,
+// since an installation made during the run changes it.
+func (p *plan) deliverySecret(ctx context.Context) (secret, what string) {
+	given := "the secret of --secret: is it the app's?"
+	if !p.o.InstallationSecret {
+		return p.o.Secret, given
+	}
+	if !p.viaEmulator {
+		return p.o.Secret, "the default app secret, --secret's: the app is not behind a servicegate gateway, so the emulator's installation secret was not asked for; is it the app's?"
+	}
+	api := strings.TrimSuffix(p.o.Emulator, "/") + emulator.APIPrefix + "organizations/" + url.PathEscape(p.o.Domain) + "/secret"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, api, nil)
+	if err != nil {
+		return p.o.Secret, "the default app secret, --secret's: the emulator's address is not usable: " + err.Error()
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return p.o.Secret, fmt.Sprintf("the default app secret, --secret's: the emulator at %s (--emulator) could not be asked for %s's installation secret: %v", p.o.Emulator, p.o.Domain, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := readCapped(resp.Body, 64<<10)
+	var answer struct {
+		Secret string `json:"secret"`
+	}
+	if resp.StatusCode != http.StatusOK || jsonUnmarshal(raw, &answer) != nil || answer.Secret == "" {
+		return p.o.Secret, fmt.Sprintf("the default app secret, --secret's, since the emulator at %s has no installation of the app for %s (it answered %d)", p.o.Emulator, p.o.Domain, resp.StatusCode)
+	}
+	return answer.Secret, fmt.Sprintf("the installation secret the emulator at %s holds for %s: does the gateway know this installation?", p.o.Emulator, p.o.Domain)
 }
 
 // lifecycleEvents are the lifecycle calls in the order the run makes

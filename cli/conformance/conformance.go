@@ -57,8 +57,16 @@ type Options struct {
 	// Descriptor is the app descriptor: a file or an address. Empty
 	// reads it from the app, at /manifest.json.
 	Descriptor string
-	// Secret is the app secret the deliveries are signed with.
+	// Secret is the app secret the deliveries are signed with (but see
+	// InstallationSecret).
 	Secret string
+	// InstallationSecret, when set, signs the deliveries of a run that
+	// goes through a servicegate gateway with the organization's
+	// installation secret, which the emulator (Emulator) hands over, as
+	// the service signs them; Secret signs them when the organization is
+	// not installed there. The command sets it when neither --secret nor
+	// --secret-env was given.
+	InstallationSecret bool
 	// Files are the source files, each "[<module key>=]<path>": the
 	// module key (a glob, as path.Match reads it) names the
 	// custom-file-format modules the file is for; without it, the
@@ -328,7 +336,7 @@ func newPlan(ctx context.Context, o Options, serve bool) (*plan, error) {
 		if p.served, err = newServer(); err != nil {
 			return nil, startErr("the run could not serve its files on loopback: %v", err)
 		}
-		if p.desc.Events.Any() {
+		if p.desc.Events.Any() || (o.InstallationSecret && len(p.desc.Webhooks) > 0) {
 			p.viaEmulator = o.Emulator != "" && isGateway(ctx, p.client, p.app)
 		}
 	}
