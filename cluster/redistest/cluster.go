@@ -23,8 +23,7 @@ func StartCluster(t testing.TB) *Server {
 	c := &Server{t: t, bin: bin}
 	const primaries = 3
 	for i := range primaries {
-		n := start(t, bin, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000")
+		n := startNode(t, bin)
 		from, to := i*16384/primaries, (i+1)*16384/primaries-1
 		if _, err := n.Do("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(from), strconv.Itoa(to)); err != nil {
 			t.Fatalf("CLUSTER ADDSLOTSRANGE on %s: %v", n.Addr, err)
@@ -32,7 +31,7 @@ func StartCluster(t testing.TB) *Server {
 		c.nodes = append(c.nodes, n)
 	}
 	for _, n := range c.nodes[1:] {
-		if _, err := c.nodes[0].Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port)); err != nil {
+		if err := c.nodes[0].meet(n); err != nil {
 			t.Fatalf("CLUSTER MEET: %v", err)
 		}
 	}
@@ -52,6 +51,25 @@ func StartCluster(t testing.TB) *Server {
 		}
 	}
 	return c
+}
+
+// startNode starts one node of a cluster. Its cluster bus gets a free port
+// of its own: by default Redis takes the client port plus 10000, which
+// another process may hold (or which lies past 65535).
+func startNode(t testing.TB, bin string) *Server {
+	t.Helper()
+	bus := freePort(t)
+	n := start(t, bin, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus))
+	n.bus = bus
+	return n
+}
+
+// meet introduces the node n to the cluster through s, naming n's bus
+// port (CLUSTER MEET would take n's port plus 10000).
+func (s *Server) meet(n *Server) error {
+	_, err := s.Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port), strconv.Itoa(n.bus))
+	return err
 }
 
 // IsCluster tells whether s is a Redis Cluster (StartCluster).
@@ -128,9 +146,8 @@ func (c *Server) StartClusterReplicas(t testing.TB) []*Server {
 		if err != nil {
 			t.Fatalf("CLUSTER MYID: %v", err)
 		}
-		r := start(t, c.bin, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000")
-		if _, err := r.Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port)); err != nil {
+		r := startNode(t, c.bin)
+		if err := r.meet(n); err != nil {
 			t.Fatalf("CLUSTER MEET: %v", err)
 		}
 		deadline := time.Now().Add(20 * time.Second)

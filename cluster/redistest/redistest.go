@@ -31,6 +31,7 @@ type Server struct {
 	conf  string    // a config file, first argument, when set
 	extra []string  // more redis-server arguments
 	nodes []*Server // the primaries, for a Redis Cluster
+	bus   int       // a cluster node's bus port (startNode)
 }
 
 // Binary is the redis-server the tests run: $REDIS_SERVER, else
@@ -70,12 +71,7 @@ func start(t testing.TB, bin string, extra ...string) *Server {
 func startConf(t testing.TB, bin string, conf func(port int) string, extra ...string) *Server {
 	t.Helper()
 	s := &Server{t: t, dir: t.TempDir(), extra: extra}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Port = l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	s.Port = freePort(t)
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 	s.bin = bin
 	if conf != nil {
@@ -87,6 +83,17 @@ func startConf(t testing.TB, bin string, conf func(port int) string, extra ...st
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // URL is the server's redis:// URL.
